@@ -1,0 +1,95 @@
+"""A conformance harness that every lcjax game must pass.
+
+`api_test(game)` plays a batch of random games under `jit(vmap(...))` and checks, at every
+step, what the rest of lcjax relies on: fixed dtypes and shapes, a non-empty legal mask
+until the end and an empty one after, a no-op `step` on terminated states, finite
+observations of the declared size for both players, and zero-sum returns. It raises
+`AssertionError` naming the first broken property.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from lcjax.env.protocol import Game
+
+
+def _random_legal(key, mask):
+    """A uniformly random legal action (0 if none is legal)."""
+    counts = jnp.cumsum(mask)
+    pick = jnp.floor(jax.random.uniform(key) * counts[-1]).astype(jnp.int32)
+    return jnp.argmax(counts > pick).astype(jnp.int32)
+
+
+def api_test(game: Game, *, num_games: int = 64, max_steps: int = 1000, seed: int = 0) -> None:
+    """Check that `game` implements the protocol of `lcjax.env.protocol`.
+
+    Args:
+      game: the game under test.
+      num_games: random games played side by side.
+      max_steps: every game must have ended after this many steps.
+      seed: PRNG seed of the deal and the random play.
+    """
+    a, d = game.num_actions, game.observation_size
+    assert game.num_players == 2, "only two-player games are supported"
+
+    single = jax.jit(game.init)(jax.random.key(seed))
+    assert single.current_player.shape == () and single.current_player.dtype == jnp.int32, (
+        "current_player must be an int32 scalar"
+    )
+    assert single.terminated.shape == () and single.terminated.dtype == jnp.bool_, (
+        "terminated must be a bool scalar"
+    )
+
+    init = jax.jit(jax.vmap(game.init))
+    keys = jax.random.split(jax.random.key(seed), num_games)
+    states = init(keys)
+    mask = jax.vmap(game.legal_action_mask)(states)
+    obs = jax.vmap(game.observe)(states, jnp.zeros(num_games, jnp.int32))
+    rets = jax.vmap(game.returns)(states)
+    assert mask.shape == (num_games, a) and mask.dtype == jnp.bool_, "legal mask must be bool[A]"
+    assert obs.shape == (num_games, d) and obs.dtype == jnp.float32, "observe must give float32[D]"
+    assert rets.shape == (num_games, 2) and rets.dtype == jnp.float32, "returns must be float32[2]"
+
+    def checks(state, key):
+        mask = jax.vmap(game.legal_action_mask)(state)
+        obs0 = jax.vmap(game.observe)(state, jnp.zeros(num_games, jnp.int32))
+        obs1 = jax.vmap(game.observe)(state, jnp.ones(num_games, jnp.int32))
+        action = jax.vmap(_random_legal)(jax.random.split(key, num_games), mask)
+        nxt = jax.vmap(game.step)(state, action)
+        live = ~state.terminated
+        same = jax.tree_util.tree_map(
+            lambda x, y: jnp.all((x == y).reshape(num_games, -1), axis=1), state, nxt
+        )
+        unchanged = jnp.all(jnp.stack(jax.tree_util.tree_leaves(same)), axis=0)
+        rets = jax.vmap(game.returns)(state)
+        flags = {
+            "legal mask non-empty before the end": jnp.all(~live | mask.any(-1)),
+            "legal mask empty once terminated": jnp.all(live | ~mask.any(-1)),
+            "step on a terminated state is a no-op": jnp.all(live | unchanged),
+            "a legal step changes the state": jnp.all(~live | ~unchanged),
+            "observations are finite": jnp.all(jnp.isfinite(obs0)) & jnp.all(jnp.isfinite(obs1)),
+            "returns are zero-sum": jnp.all(jnp.abs(rets.sum(-1)) < 1e-5),
+            "current player is 0 or 1": jnp.all(live | (state.current_player == 0) | (state.current_player == 1)),
+        }
+        return nxt, flags
+
+    def play(states, key):
+        def body(carry, key):
+            state, ok = carry
+            nxt, flags = checks(state, key)
+            return (nxt, {k: ok[k] & v for k, v in flags.items()}), None
+
+        ok = {k: jnp.bool_(True) for k in checks(states, key)[1]}
+        (final, ok), _ = jax.lax.scan(body, (states, ok), jax.random.split(key, max_steps))
+        return final, ok
+
+    try:
+        final, ok = jax.jit(play)(states, jax.random.key(seed + 1))
+    except TypeError as err:  # lax.scan rejects a carry whose shape or dtype changes
+        raise AssertionError(f"step changed a state field's shape or dtype: {err}") from err
+    for name, value in ok.items():
+        assert bool(value), name
+    assert bool(np.all(np.asarray(final.terminated))), f"some games did not end within {max_steps} steps"

@@ -1,0 +1,64 @@
+"""The game protocol that every lcjax game implements.
+
+A game is a set of pure functions on a fixed-shape state pytree, so that a batch of games
+advances with `jax.vmap` inside one `jax.jit`. Chance is drawn up front: `init(key)` samples
+every chance outcome of the game (the shuffled deck) and stores it in the state, so `step`
+is deterministic. `init_from_deck(deck)` builds the same state from an explicit chance
+sequence, which is how tests pin positions and how exact solvers enumerate chance.
+
+Every game is two-player and zero-sum. The code in `lcjax.cfr` uses only the names below.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import jax
+
+Array = jax.Array
+
+
+@runtime_checkable
+class GameState(Protocol):
+    """Fields every state pytree carries (other fields are game-specific).
+
+    Attributes:
+      current_player: int32 scalar, the player to act (0 or 1). Meaningless once terminated.
+      terminated: bool scalar, True once the game is over.
+    """
+
+    current_player: Array
+    terminated: Array
+
+
+@runtime_checkable
+class Game(Protocol):
+    """A two-player, zero-sum game of pure, jittable functions on fixed shapes.
+
+    Attributes:
+      num_actions: size A of the action space; actions are int32 in [0, A).
+      observation_size: size D of `observe`'s output.
+      num_players: always 2.
+    """
+
+    num_actions: int
+    observation_size: int
+    num_players: int
+
+    def init(self, key: Array) -> Any:
+        """A new game with all chance pre-drawn from `key`."""
+
+    def init_from_deck(self, deck: Array) -> Any:
+        """A new game whose chance outcomes are `deck` (int[deck_size], top card first)."""
+
+    def step(self, state: Any, action: Array) -> Any:
+        """The state after `action` (int32 scalar). A terminated state is returned unchanged."""
+
+    def legal_action_mask(self, state: Any) -> Array:
+        """bool[A]: the legal actions of `state.current_player`; all False once terminated."""
+
+    def observe(self, state: Any, player: Array) -> Array:
+        """float32[D]: `player`'s information state; depends on nothing hidden from them."""
+
+    def returns(self, state: Any) -> Array:
+        """float32[2]: the players' utilities; zero-sum; final once `state.terminated`."""
