@@ -1,0 +1,229 @@
+"""An on-device reservoir buffer over an arbitrary pytree of arrays.
+
+Deep CFR keeps its advantage and strategy memories as reservoir samples of everything ever
+offered to them, so that each stored item is a uniform sample of the whole history. This
+module implements that with fixed shapes so that it lives inside `jax.jit`:
+
+* `reservoir_init` allocates a zero-filled buffer of `capacity` items, optionally stored in
+  a more compact dtype per leaf (e.g. float32 observations as bfloat16, bool masks as
+  uint8) to save device memory.
+* `reservoir_add` inserts a batch with the exact semantics of inserting the valid items one
+  by one with Vitter's algorithm R, including when several items of the batch land in the
+  same slot (the later one wins).
+* `reservoir_sample` draws a uniform minibatch (with replacement) and decodes it back to the
+  dtypes of the example item.
+
+For large buffers, jit the caller with the reservoir donated (`donate_argnums`) so that XLA
+updates it in place instead of copying `capacity` items on every insert.
+
+The `seen` counter is int32: it saturates at 2**31 - 1 items offered, after which new items
+are still accepted with probability capacity / (2**31 - 1) (algorithm R's rate at that
+point), so a run never wraps around.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+Array = jax.Array
+PyTree = Any
+
+_INT32_MAX = np.iinfo(np.int32).max
+
+
+class Reservoir(NamedTuple):
+    """A reservoir buffer; a pytree, so it passes through `jit`, `scan` and `vmap`.
+
+    Attributes:
+      data: pytree like one item, every leaf of shape [capacity, *item_shape] in its storage
+        dtype. Slots [0, size) hold the stored items.
+      size: int32 scalar, number of items stored (<= capacity).
+      seen: int32 scalar, number of valid items ever offered (saturates at 2**31 - 1).
+      template: pytree like one item, every leaf a zero-size array (shape [0]) of the
+        item's original dtype. It carries the decode dtypes through `jit` without static
+        state; `None` means "return the stored dtypes unchanged".
+    """
+
+    data: PyTree
+    size: Array
+    seen: Array
+    template: PyTree = None
+
+
+def reservoir_init(capacity: int, example: PyTree, storage_dtypes: PyTree = None) -> Reservoir:
+    """A zero-filled, empty reservoir.
+
+    Args:
+      capacity: static int > 0, number of items the buffer holds.
+      example: pytree of arrays (or ShapeDtypeStructs) describing ONE item; only shapes
+        and dtypes are used.
+      storage_dtypes: None (store every leaf in its own dtype), or a pytree with the
+        structure of `example` whose leaves are a dtype or None (keep that leaf's dtype).
+        Values are converted with `astype` on insert and back on sample, so pick a dtype
+        that holds them (bool as uint8 is exact; float32 as bfloat16 keeps ~3 digits).
+
+    Returns:
+      Reservoir with `size == seen == 0`.
+    """
+    if capacity <= 0:
+        raise ValueError(f"capacity must be positive, got {capacity}")
+    leaves, treedef = jax.tree.flatten(example)
+    if storage_dtypes is None:
+        stored = [None] * len(leaves)
+    else:
+        # flatten_up_to keeps None leaves (a plain flatten would drop them).
+        stored = treedef.flatten_up_to(storage_dtypes)
+    # ShapeDtypeStructs carry .shape/.dtype; anything else goes through jnp.asarray.
+    leaves = [x if hasattr(x, "dtype") and hasattr(x, "shape") else jnp.asarray(x) for x in leaves]
+    data = [
+        jnp.zeros((capacity, *x.shape), x.dtype if d is None else d)
+        for x, d in zip(leaves, stored)
+    ]
+    template = [jnp.zeros((0,), x.dtype) for x in leaves]
+    return Reservoir(
+        data=jax.tree.unflatten(treedef, data),
+        size=jnp.zeros((), jnp.int32),
+        seen=jnp.zeros((), jnp.int32),
+        template=jax.tree.unflatten(treedef, template),
+    )
+
+
+def _positions(seen: Array, valid: Array) -> Array:
+    """int32[B]: each item's 0-based index n among all valid items ever offered.
+
+    For an invalid item this is the index the next valid item would get; it is never used.
+    Saturates at 2**31 - 2 so that `n + 1` cannot overflow.
+    """
+    offsets = jnp.cumsum(valid.astype(jnp.int32)) - valid.astype(jnp.int32)
+    headroom = _INT32_MAX - 1 - seen
+    return seen + jnp.minimum(offsets, headroom)
+
+
+def reservoir_draws(key: Array, seen: Array, valid: Array) -> Array:
+    """The random draws `reservoir_add` uses: j_b uniform in [0, n_b] for each item b.
+
+    Exposed so that tests (or callers) can reproduce `reservoir_add(key, ...)` exactly:
+    `reservoir_add(key, r, items, valid)` equals
+    `reservoir_insert(r, items, valid, reservoir_draws(key, r.seen, valid))`.
+
+    Args:
+      key: PRNG key.
+      seen: int32 scalar, the reservoir's `seen` before the insert.
+      valid: bool[B], which items are offered.
+
+    Returns:
+      int32[B]: draw j_b, uniform on [0, n_b] where n_b is item b's index among all valid
+      items ever offered (see `_positions`). Only used once n_b >= capacity.
+    """
+    n = _positions(jnp.asarray(seen, jnp.int32), jnp.asarray(valid, bool))
+    return jax.random.randint(key, n.shape, 0, n + 1, dtype=jnp.int32)
+
+
+def _target_slots(capacity: int, seen: Array, valid: Array, draws: Array) -> Array:
+    """int32[B]: the slot each item is written to under algorithm R, `capacity` for none.
+
+    Args:
+      capacity: static int.
+      seen: int32 scalar, items offered before this batch.
+      valid: bool[B].
+      draws: int32[B], j_b uniform in [0, n_b] (from `reservoir_draws`).
+    """
+    n = _positions(seen, valid)
+    slot = jnp.where(n < capacity, n, draws)
+    keep = valid & (slot < capacity)
+    return jnp.where(keep, slot, capacity)
+
+
+def _last_writer(slots: Array) -> Array:
+    """bool[B]: True for the item that, inserted in batch order, writes its slot last.
+
+    XLA leaves the order of duplicate scatter indices undefined, so conflicts are resolved
+    here: a stable sort groups items by slot while keeping batch order inside a group, and
+    the last item of each group wins. O(B log B), with no capacity-sized temporary.
+    """
+    order = jnp.argsort(slots, stable=True)
+    sorted_slots = slots[order]
+    is_last_sorted = jnp.concatenate([sorted_slots[1:] != sorted_slots[:-1], jnp.array([True])])
+    return jnp.zeros(slots.shape, bool).at[order].set(is_last_sorted)
+
+
+def reservoir_insert(reservoir: Reservoir, items: PyTree, valid: Array, draws: Array) -> Reservoir:
+    """Deterministic algorithm R insert given the random draws (see `reservoir_draws`).
+
+    Args:
+      reservoir: the buffer, capacity C.
+      items: pytree like the reservoir's items, every leaf with leading axis B (any dtype
+        castable to the storage dtype).
+      valid: bool[B], which items are offered; invalid ones change nothing.
+      draws: int32[B], j_b in [0, n_b] for item b.
+
+    Returns:
+      The updated Reservoir.
+    """
+    capacity = jax.tree.leaves(reservoir.data)[0].shape[0]
+    valid = jnp.asarray(valid, bool)
+    slots = _target_slots(capacity, reservoir.seen, valid, jnp.asarray(draws, jnp.int32))
+    # Writers whose slot is overwritten later in the same batch are sent out of bounds and
+    # dropped, which leaves only unique in-bounds indices for the scatter.
+    slots = jnp.where(_last_writer(slots), slots, capacity)
+
+    def write(buffer: Array, new: Array) -> Array:
+        return buffer.at[slots].set(new.astype(buffer.dtype), mode="drop")
+
+    data = jax.tree.map(write, reservoir.data, items)
+    count = jnp.sum(valid.astype(jnp.int32))
+    seen = reservoir.seen + jnp.minimum(count, _INT32_MAX - reservoir.seen)
+    size = jnp.minimum(seen, capacity).astype(jnp.int32)
+    return reservoir._replace(data=data, size=size, seen=seen)
+
+
+def reservoir_add(
+    key: Array, reservoir: Reservoir, items: PyTree, valid: Array | None = None
+) -> Reservoir:
+    """Insert a batch with sequential reservoir semantics (Vitter's algorithm R).
+
+    The valid items are processed in batch order: the n-th valid item overall (0-based)
+    goes to slot n while n < capacity; otherwise it draws j uniform in [0, n] and replaces
+    slot j if j < capacity. When several items of the batch hit the same slot the later
+    one wins, exactly as if inserted one by one. Jits with capacity and B static.
+
+    Args:
+      key: PRNG key.
+      reservoir: the buffer.
+      items: pytree like one item, every leaf with a leading batch axis B.
+      valid: bool[B], which items are offered (None: all).
+
+    Returns:
+      The updated Reservoir.
+    """
+    batch = jax.tree.leaves(items)[0].shape[0]
+    if valid is None:
+        valid = jnp.ones((batch,), bool)
+    draws = reservoir_draws(key, reservoir.seen, valid)
+    return reservoir_insert(reservoir, items, valid, draws)
+
+
+def reservoir_sample(key: Array, reservoir: Reservoir, batch_size: int) -> PyTree:
+    """A uniform minibatch, with replacement, from the stored items.
+
+    Args:
+      key: PRNG key.
+      reservoir: the buffer.
+      batch_size: static int, number of items drawn.
+
+    Returns:
+      pytree like one item, every leaf with leading axis batch_size, in the example's
+      dtypes. When the reservoir is empty (size == 0) every row is slot 0, i.e. the zero
+      fill decoded: zeros/False, never NaN. Callers that weight samples (e.g. by
+      iteration) therefore get zero weight from an empty reservoir.
+    """
+    high = jnp.maximum(reservoir.size, 1)
+    index = jax.random.randint(key, (batch_size,), 0, high, dtype=jnp.int32)
+    batch = jax.tree.map(lambda buffer: buffer[index], reservoir.data)
+    if reservoir.template is None:
+        return batch
+    return jax.tree.map(lambda x, t: x.astype(t.dtype), batch, reservoir.template)

@@ -1,0 +1,48 @@
+"""Regret matching: turn cumulative (or predicted) regrets into a strategy.
+
+Generic over the game: it only sees a regret vector and a legal-action mask.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+Array = jax.Array
+
+
+def regret_matching(regrets: Array, mask: Array) -> Array:
+    """The regret-matching strategy over the legal actions.
+
+    Plays each legal action with probability proportional to its positive regret. When no
+    legal action has positive regret, plays the legal action(s) of largest regret, splitting
+    ties evenly between all legal maximizers (the Deep CFR paper's choice; better than
+    uniform when the regrets are network predictions).
+
+    Args:
+      regrets: float[..., A], any float dtype; illegal entries may hold anything finite or
+        not, they are never read into the result.
+      mask: bool[..., A], True for the legal actions; broadcastable against `regrets`.
+
+    Returns:
+      float32[..., A]: a probability vector per row; exactly 0 on illegal actions. A row
+      with no legal action is all zeros (never NaN).
+    """
+    regrets = jnp.asarray(regrets, jnp.float32)
+    mask = jnp.asarray(mask, bool)
+    regrets, mask = jnp.broadcast_arrays(regrets, mask)
+
+    # Select (not multiply) so that NaN/inf in illegal entries cannot leak in.
+    positive = jnp.where(mask, jnp.maximum(regrets, 0.0), 0.0)
+    total = jnp.sum(positive, axis=-1, keepdims=True)
+    has_positive = total > 0.0
+    proportional = positive / jnp.where(has_positive, total, 1.0)
+
+    # Fallback: uniform over the legal argmax set. Exact equality keeps ties exact.
+    legal_regrets = jnp.where(mask, regrets, -jnp.inf)
+    best = jnp.max(legal_regrets, axis=-1, keepdims=True)
+    is_best = mask & (legal_regrets == best)
+    num_best = jnp.sum(is_best, axis=-1, keepdims=True)
+    greedy = jnp.where(is_best, 1.0 / jnp.maximum(num_best, 1).astype(jnp.float32), 0.0)
+
+    return jnp.where(has_positive, proportional, greedy)

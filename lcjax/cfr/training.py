@@ -1,0 +1,266 @@
+"""On-device training of Deep CFR's advantage and strategy networks.
+
+A training phase is ONE jitted `lax.scan` over minibatches that are sampled inside the scan
+from a `Reservoir`, so no data crosses between host and device. The pieces are pure
+functions; `make_train_fn` jits `train_steps` once for a fixed network, optimizer, loss and
+minibatch shape, and the result is reused across CFR iterations without retracing (params,
+optimizer state and reservoir are ordinary array arguments).
+
+Loss functions share one signature, `loss_fn(apply_fn, params, batch) -> float32 scalar`,
+where `apply_fn(params, x) -> float32[..., A]` (e.g. `lcjax.cfr.networks.make_apply`).
+Both losses weight each sample by its CFR iteration t (Linear CFR) and normalize by the
+total weight, so the scale of the loss does not grow with t.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from lcjax.cfr.memory import Reservoir, reservoir_sample
+from lcjax.cfr.networks import masked_logits_to_probs
+from lcjax.cfr.samples import AdvantageSample, StrategySample
+
+Array = jax.Array
+Params = Any
+ApplyFn = Callable[[Params, Array], Array]
+LossFn = Callable[[ApplyFn, Params, Any], Array]
+
+__all__ = [
+    "AdvantageSample",
+    "StrategySample",
+    "TrainMetrics",
+    "make_optimizer",
+    "advantage_loss",
+    "strategy_loss",
+    "train_steps",
+    "make_train_fn",
+]
+
+
+class TrainMetrics(NamedTuple):
+    """Summary of one `train_steps` call.
+
+    Attributes:
+      loss: float32 scalar, mean loss over the steps that were applied (finite ones),
+        each measured on its minibatch before its update; NaN if no step was applied.
+      final_loss: float32 scalar, loss of the last applied step; NaN if none was.
+      nonfinite_steps: int32 scalar, steps skipped because the loss or a gradient was
+        not finite.
+    """
+
+    loss: Array
+    final_loss: Array
+    nonfinite_steps: Array
+
+
+def make_optimizer(
+    learning_rate: float | optax.Schedule, grad_clip: float | None
+) -> optax.GradientTransformation:
+    """Adam after clipping the gradient's global norm.
+
+    Args:
+      learning_rate: float, or an optax schedule of the step count.
+      grad_clip: maximum global gradient norm; None or <= 0 disables clipping.
+
+    Returns:
+      optax.GradientTransformation: `clip_by_global_norm(grad_clip)` then `adam`.
+    """
+    adam = optax.adam(learning_rate)
+    if grad_clip is None or grad_clip <= 0:
+        return adam
+    return optax.chain(optax.clip_by_global_norm(grad_clip), adam)
+
+
+def _weighted_mean(per_sample: Array, weight: Array) -> Array:
+    """sum_i w_i x_i / sum_i w_i, and 0 when the weights sum to 0 (e.g. empty reservoir).
+
+    Args:
+      per_sample: float32[B].
+      weight: float32[B], non-negative.
+    """
+    total = jnp.sum(weight)
+    return jnp.sum(weight * per_sample) / jnp.where(total > 0.0, total, 1.0)
+
+
+def advantage_loss(apply_fn: ApplyFn, params: Params, batch: AdvantageSample) -> Array:
+    """Linear-CFR weighted squared error over the legal actions.
+
+    loss = sum_i t_i sum_a m_ia (pred_ia - regret_ia)^2 / sum_i t_i.
+
+    Args:
+      apply_fn: `apply_fn(params, x: f32[B, D]) -> f32[B, A]`.
+      params: the network's parameters.
+      batch: AdvantageSample with observation f32[B, D], mask bool[B, A], regret
+        f32[B, A], iteration f32[B].
+
+    Returns:
+      float32 scalar.
+    """
+    pred = apply_fn(params, batch.observation).astype(jnp.float32)
+    mask = batch.mask.astype(bool)
+    # Sanitize the target before differencing: a NaN on an illegal action would otherwise
+    # poison the gradient through the untaken branch of the `where`.
+    target = jnp.where(mask, batch.regret.astype(jnp.float32), 0.0)
+    error = jnp.where(mask, pred - target, 0.0)
+    per_sample = jnp.sum(error * error, axis=-1)
+    return _weighted_mean(per_sample, batch.iteration.astype(jnp.float32))
+
+
+def _masked_log_softmax(logits: Array, mask: Array) -> Array:
+    """float32[..., A]: log-probabilities over legal actions; finite filler on illegal ones.
+
+    Args:
+      logits: float32[..., A].
+      mask: bool[..., A].
+    """
+    safe = jnp.where(mask, logits, jnp.finfo(jnp.float32).min)
+    shifted = safe - jax.lax.stop_gradient(jnp.max(safe, axis=-1, keepdims=True))
+    total = jnp.sum(jnp.where(mask, jnp.exp(shifted), 0.0), axis=-1, keepdims=True)
+    return shifted - jnp.log(jnp.where(total > 0.0, total, 1.0))
+
+
+def strategy_loss(
+    apply_fn: ApplyFn, params: Params, batch: StrategySample, kind: str = "cross_entropy"
+) -> Array:
+    """Linear-CFR weighted loss of the average-strategy network.
+
+    The network outputs logits; its policy is the softmax over the legal actions.
+
+    * "cross_entropy": sum_i t_i (-sum_a m_ia s_ia log p_ia) / sum_i t_i.
+    * "mse": sum_i t_i sum_a m_ia (p_ia - s_ia)^2 / sum_i t_i.
+
+    For a fixed use, bind `kind` once (`functools.partial(strategy_loss, kind="mse")`) and
+    reuse that object, since the loss is a static argument of the jitted trainer.
+
+    Args:
+      apply_fn: `apply_fn(params, x: f32[B, D]) -> f32[B, A]` logits.
+      params: the network's parameters.
+      batch: StrategySample with observation f32[B, D], mask bool[B, A], strategy
+        f32[B, A], iteration f32[B].
+      kind: static, "cross_entropy" or "mse".
+
+    Returns:
+      float32 scalar.
+    """
+    logits = apply_fn(params, batch.observation).astype(jnp.float32)
+    mask = batch.mask.astype(bool)
+    target = jnp.where(mask, batch.strategy.astype(jnp.float32), 0.0)
+    if kind == "cross_entropy":
+        log_probs = _masked_log_softmax(logits, mask)
+        per_sample = -jnp.sum(jnp.where(mask, target * log_probs, 0.0), axis=-1)
+    elif kind == "mse":
+        error = jnp.where(mask, masked_logits_to_probs(logits, mask) - target, 0.0)
+        per_sample = jnp.sum(error * error, axis=-1)
+    else:
+        raise ValueError(f"unknown strategy loss kind {kind!r}")
+    return _weighted_mean(per_sample, batch.iteration.astype(jnp.float32))
+
+
+def _all_finite(tree: Any) -> Array:
+    """bool scalar: every element of every leaf of `tree` is finite."""
+    leaves = [jnp.all(jnp.isfinite(x)) for x in jax.tree.leaves(tree)]
+    return jnp.all(jnp.stack(leaves)) if leaves else jnp.array(True)
+
+
+def _select(pred: Array, on_true: Any, on_false: Any) -> Any:
+    """Leafwise `where(pred, on_true, on_false)` for two pytrees of equal structure."""
+    return jax.tree.map(lambda a, b: jnp.where(pred, a, b), on_true, on_false)
+
+
+def train_steps(
+    key: Array,
+    params: Params,
+    opt_state: optax.OptState,
+    reservoir: Reservoir,
+    *,
+    apply_fn: ApplyFn,
+    optimizer: optax.GradientTransformation,
+    loss_fn: LossFn,
+    num_steps: int,
+    batch_size: int,
+) -> tuple[Params, optax.OptState, TrainMetrics]:
+    """`num_steps` optimizer steps, each on a minibatch drawn from `reservoir`, in one scan.
+
+    A step whose loss or any gradient is not finite is skipped: params and optimizer state
+    stay as they were, and the step is counted in `nonfinite_steps`.
+
+    Jit it once with everything after `*` static (or use `make_train_fn`); the static
+    callables must be the same objects on every call to hit the jit cache.
+
+    Args:
+      key: PRNG key for the minibatch draws.
+      params: pytree of the network's parameters.
+      opt_state: `optimizer.init(params)` or a previous call's result.
+      reservoir: samples in the format `loss_fn` expects (e.g. AdvantageSample).
+      apply_fn: static, `apply_fn(params, x) -> f32[..., A]`.
+      optimizer: static optax transformation (e.g. `make_optimizer`).
+      loss_fn: static, `loss_fn(apply_fn, params, batch) -> f32 scalar`.
+      num_steps: static int >= 1.
+      batch_size: static int, minibatch size.
+
+    Returns:
+      (params, opt_state, TrainMetrics).
+    """
+
+    def step(carry, step_key):
+        params, opt_state = carry
+        batch = reservoir_sample(step_key, reservoir, batch_size)
+        loss, grads = jax.value_and_grad(lambda p: loss_fn(apply_fn, p, batch))(params)
+        finite = jnp.isfinite(loss) & _all_finite(grads)
+        updates, new_opt_state = optimizer.update(grads, opt_state, params)
+        new_params = optax.apply_updates(params, updates)
+        # Select rather than branch: both sides are computed anyway and `where` keeps the
+        # scan body a single straight-line program.
+        params = _select(finite, new_params, params)
+        opt_state = _select(finite, new_opt_state, opt_state)
+        return (params, opt_state), (loss.astype(jnp.float32), finite)
+
+    keys = jax.random.split(key, num_steps)
+    (params, opt_state), (losses, finite) = jax.lax.scan(step, (params, opt_state), keys)
+    num_finite = jnp.sum(finite.astype(jnp.int32))
+    # 0/0 = NaN when no step was applied, which is what TrainMetrics documents.
+    mean_loss = jnp.sum(jnp.where(finite, losses, 0.0)) / num_finite.astype(jnp.float32)
+    last = num_steps - 1 - jnp.argmax(finite[::-1])
+    final_loss = jnp.where(num_finite > 0, losses[last], jnp.nan)
+    metrics = TrainMetrics(
+        loss=mean_loss,
+        final_loss=final_loss.astype(jnp.float32),
+        nonfinite_steps=(num_steps - num_finite).astype(jnp.int32),
+    )
+    return params, opt_state, metrics
+
+
+def make_train_fn(
+    *,
+    apply_fn: ApplyFn,
+    optimizer: optax.GradientTransformation,
+    loss_fn: LossFn,
+    num_steps: int,
+    batch_size: int,
+    donate: bool = False,
+) -> Callable[..., tuple[Params, optax.OptState, TrainMetrics]]:
+    """`train_steps` with its static arguments bound, jitted once.
+
+    Args:
+      apply_fn, optimizer, loss_fn, num_steps, batch_size: as in `train_steps`.
+      donate: donate params and opt_state to the call (saves device memory; the passed
+        arrays must not be used afterwards).
+
+    Returns:
+      jitted `train(key, params, opt_state, reservoir) -> (params, opt_state, metrics)`;
+      it compiles once per input shape and never retraces for new values.
+    """
+    fn = functools.partial(
+        train_steps,
+        apply_fn=apply_fn,
+        optimizer=optimizer,
+        loss_fn=loss_fn,
+        num_steps=num_steps,
+        batch_size=batch_size,
+    )
+    return jax.jit(fn, donate_argnums=(1, 2) if donate else ())
