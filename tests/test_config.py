@@ -1,0 +1,421 @@
+"""Tests of the YAML run configuration (`lcjax.config`). No JAX compilation."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lcjax import config as C
+from lcjax.cfr.solver import SolverConfig
+from lcjax.env.bots import BOT_NAMES
+from lcjax.env.kuhn import KuhnPoker
+from lcjax.env.leduc import LeducPoker
+from lcjax.env.lost_cities import LostCities, Rules
+
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs" / "deep_cfr"
+SHIPPED = ("default", "smoke", "kuhn", "leduc")
+GAME_TYPES = {"lost_cities": LostCities, "kuhn": KuhnPoker, "leduc": LeducPoker}
+
+
+def _write(tmp_path: Path, text: str, name: str = "run.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def _error(fn, *args, **kwargs) -> C.ConfigError:
+    with pytest.raises(C.ConfigError) as info:
+        fn(*args, **kwargs)
+    message = str(info.value)
+    assert "\n" not in message
+    assert isinstance(info.value, ValueError)
+    return info.value
+
+
+# ---------------------------------------------------------------------------- shipped files
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_config_loads(name):
+    cfg = C.load_config(CONFIG_DIR / f"{name}.yaml")
+    assert cfg.run.name == name
+    for backend in ("cpu", "gpu"):
+        solver = C.solver_config(cfg, backend=backend)
+        assert isinstance(solver, SolverConfig)
+        assert solver.precision in ("float32", "bfloat16")
+    game = C.make_game(cfg)
+    assert isinstance(game, GAME_TYPES[cfg.game])
+    assert (cfg.rules is None) == (cfg.game != "lost_cities")
+    assert C.config_from_dict(C.config_to_dict(cfg)) == cfg
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_config_lists_every_key(name):
+    raw = yaml.safe_load((CONFIG_DIR / f"{name}.yaml").read_text())
+    expected = C.config_to_dict(C.load_config(CONFIG_DIR / f"{name}.yaml"))
+    assert set(raw) == set(expected)
+    for section, values in expected.items():
+        if isinstance(values, dict):
+            assert list(raw[section]) == list(values), section
+
+
+def test_default_yaml_values():
+    cfg = C.load_config(CONFIG_DIR / "default.yaml")
+    assert cfg.game == "lost_cities"
+    assert (cfg.network.hidden_size, cfg.network.num_layers) == (512, 3)
+    t = cfg.traversal
+    assert t.scheme == "probe"
+    assert 0.1 <= t.branch_probability <= 0.2
+    expected_probes = 150 * t.branch_probability
+    assert 1.5 * expected_probes <= t.max_probes <= 2.5 * expected_probes
+    assert t.max_steps == 2 * cfg.rules.max_turns + 2
+    assert (t.traversals_per_player, t.traversal_batch) == (512, 256)
+    o = cfg.optimization
+    assert (o.advantage_steps, o.advantage_batch, o.strategy_steps, o.strategy_batch) == (512, 1024, 512, 1024)
+    assert (o.learning_rate, o.grad_clip) == (1e-3, 1.0)
+    m = cfg.memory
+    assert (m.advantage_capacity, m.strategy_capacity, m.observation_storage) == (2_000_000, 2_000_000, "bfloat16")
+    assert (cfg.checkpoint.save_every, cfg.checkpoint.keep) == (10, 3)
+    e = cfg.evaluation
+    assert (e.eval_every, e.games) == (10, 1000)
+    assert e.opponents == ("random", "passive_discard", "safe_heuristic")
+    assert e.extended_opponents == ("safe_heuristic_loose", "safe_heuristic_strict", "noisy_safe")
+    assert e.extended_every == 50
+    assert cfg.run.precision == "auto" and cfg.run.max_iterations == 2000
+    assert C.make_game(cfg).rules == Rules()
+
+
+def test_smoke_yaml_is_small():
+    cfg = C.load_config(CONFIG_DIR / "smoke.yaml")
+    assert cfg.game == "lost_cities"
+    assert cfg.network.hidden_size <= 64 and cfg.traversal.traversals_per_player <= 32
+    assert cfg.run.max_iterations <= 3
+    assert cfg.memory.advantage_capacity <= 50_000
+    assert 0 < cfg.evaluation.eval_every <= cfg.run.max_iterations
+    assert cfg.traversal.max_steps >= 2 * cfg.rules.max_turns + 2
+
+
+@pytest.mark.parametrize("name, every", [("kuhn", 1), ("leduc", 5)])
+def test_poker_yaml(name, every):
+    cfg = C.load_config(CONFIG_DIR / f"{name}.yaml")
+    assert cfg.game == name and cfg.traversal.scheme == "external"
+    assert (cfg.network.hidden_size, cfg.network.num_layers) == (64, 2)
+    assert cfg.evaluation.eval_every == every
+
+
+# ---------------------------------------------------------------------------- mapping
+def test_solver_fields_cover_solver_config():
+    assert set(C.SOLVER_FIELDS) == {f.name for f in dataclasses.fields(SolverConfig)}
+
+
+def test_section_defaults_match_solver_and_rules_defaults():
+    cfg = C.Config()
+    solver = C.solver_config(cfg, backend="cpu")
+    assert solver == SolverConfig()
+    assert cfg.rules.to_rules() == Rules()
+    assert C.config_from_dict({}) == dataclasses.replace(C.Config(), run=C.RunConfig(name="run"))
+
+
+def test_solver_config_maps_fields():
+    cfg = C.load_config(
+        CONFIG_DIR / "default.yaml",
+        ["network.hidden_size=96", "traversal.max_probes=7", "optimization.warm_start=true",
+         "memory.observation_storage=float32", "run.precision=float32"],
+    )
+    solver = C.solver_config(cfg, backend="gpu")
+    assert solver.hidden_size == 96 and solver.max_probes == 7 and solver.warm_start is True
+    assert solver.observation_storage == "float32" and solver.precision == "float32"
+
+
+@pytest.mark.parametrize(
+    "precision, backend, expected",
+    [
+        ("auto", "cpu", "float32"),
+        ("auto", "gpu", "bfloat16"),
+        ("auto", "cuda", "bfloat16"),
+        ("auto", "tpu", "bfloat16"),
+        ("float32", "gpu", "float32"),
+        ("bfloat16", "cpu", "bfloat16"),
+    ],
+)
+def test_resolve_precision(precision, backend, expected):
+    cfg = C.config_from_dict({"run": {"precision": precision}})
+    assert C.resolve_precision(cfg, backend) == expected
+    assert C.solver_config(cfg, backend=backend).precision == expected
+
+
+def test_make_game_uses_rules():
+    cfg = C.config_from_dict({"rules": {"n_colors": 3, "max_turns": 50}})
+    game = C.make_game(cfg)
+    assert isinstance(game, LostCities)
+    assert game.rules == Rules(n_colors=3, max_turns=50)
+
+
+# ---------------------------------------------------------------------------- round trips
+def test_dict_round_trip():
+    d = C.config_to_dict(C.load_config(CONFIG_DIR / "default.yaml", ["run.max_minutes=90", "run.seed=7"]))
+    cfg = C.config_from_dict(d)
+    assert C.config_to_dict(cfg) == d
+    assert C.config_from_dict(C.config_to_dict(cfg)) == cfg
+    assert yaml.safe_load(yaml.safe_dump(d)) == d  # plain YAML types only
+
+
+def test_poker_dict_has_no_rules():
+    d = C.config_to_dict(C.load_config(CONFIG_DIR / "kuhn.yaml"))
+    assert "rules" not in d
+    assert C.config_to_dict(C.config_from_dict(d)) == d
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_save_load_round_trip(tmp_path, name):
+    cfg = C.load_config(CONFIG_DIR / f"{name}.yaml", ["optimization.learning_rate=3e-5"])
+    path = tmp_path / "sub" / "saved.yaml"
+    C.save_config(cfg, path)
+    assert C.load_config(path) == cfg  # the name is stored, not taken from the new stem
+
+
+def test_name_defaults_to_stem_and_can_be_set(tmp_path):
+    path = _write(tmp_path, "game: kuhn\n", "my_run.yaml")
+    assert C.load_config(path).run.name == "my_run"
+    assert C.load_config(path, ["run.name=other"]).run.name == "other"
+    path = _write(tmp_path, "game: kuhn\nrun:\n  name: fixed\n", "x.yaml")
+    assert C.load_config(path).run.name == "fixed"
+
+
+def test_missing_keys_take_defaults(tmp_path):
+    path = _write(tmp_path, "game: leduc\nnetwork:\n  hidden_size: 16\n")
+    cfg = C.load_config(path)
+    assert cfg.network.hidden_size == 16
+    assert cfg.network.num_layers == C.NetworkConfig().num_layers
+    assert cfg.rules is None
+
+
+def test_empty_rules_section_allowed_for_poker(tmp_path):
+    assert C.load_config(_write(tmp_path, "game: kuhn\nrules:\n")).rules is None
+    assert C.load_config(_write(tmp_path, "game: kuhn\nrules: {}\n")).rules is None
+
+
+# ---------------------------------------------------------------------------- overrides
+def test_overrides_of_each_type():
+    cfg = C.load_config(
+        CONFIG_DIR / "default.yaml",
+        [
+            "traversal.traversals_per_player=1024",  # int
+            "optimization.learning_rate=3e-4",  # float, YAML-1.1-style exponent
+            "optimization.grad_clip=2",  # int accepted for a float
+            "network.layer_norm=true",  # bool
+            "evaluation.opponents=[random, safe_heuristic]",  # list
+            "evaluation.extended_opponents=noisy_safe,safe_heuristic_strict",  # comma list
+            "run.max_minutes=null",  # null
+            "run.max_minutes=45.5",  # later overrides win
+            "rules.n_colors=4",  # nested rules
+        ],
+    )
+    assert cfg.traversal.traversals_per_player == 1024
+    assert cfg.optimization.learning_rate == pytest.approx(3e-4)
+    assert cfg.optimization.grad_clip == 2.0 and isinstance(cfg.optimization.grad_clip, float)
+    assert cfg.network.layer_norm is True
+    assert cfg.evaluation.opponents == ("random", "safe_heuristic")
+    assert cfg.evaluation.extended_opponents == ("noisy_safe", "safe_heuristic_strict")
+    assert cfg.run.max_minutes == 45.5
+    assert cfg.rules.n_colors == 4 and C.make_game(cfg).rules.n_colors == 4
+
+
+def test_override_switches_game():
+    cfg = C.load_config(CONFIG_DIR / "default.yaml", ["game=leduc", "rules=null", "traversal.scheme=external"])
+    assert cfg.game == "leduc" and cfg.rules is None
+    assert isinstance(C.make_game(cfg), LeducPoker)
+
+
+def test_override_creates_missing_section(tmp_path):
+    cfg = C.load_config(_write(tmp_path, "game: lost_cities\n"), ["checkpoint.keep=5"])
+    assert cfg.checkpoint.keep == 5
+
+
+def test_section_null_override_resets_defaults():
+    cfg = C.load_config(CONFIG_DIR / "default.yaml", ["network=null"])
+    assert cfg.network == C.NetworkConfig()
+
+
+def test_apply_overrides_to_config():
+    cfg = C.load_config(CONFIG_DIR / "smoke.yaml")
+    new = C.apply_overrides(cfg, ["run.max_iterations=10"])
+    assert new.run.max_iterations == 10 and new.run.name == "smoke"
+    assert dataclasses.replace(new, run=cfg.run) == cfg
+
+
+def test_exponent_floats_load_from_files(tmp_path):
+    cfg = C.load_config(_write(tmp_path, "optimization:\n  learning_rate: 5e-4\n"))
+    assert cfg.optimization.learning_rate == pytest.approx(5e-4)
+
+
+# ---------------------------------------------------------------------------- errors
+def test_missing_file(tmp_path):
+    err = _error(C.load_config, tmp_path / "absent.yaml")
+    assert "absent.yaml" in str(err) and "not found" in str(err)
+
+
+def test_yaml_syntax_error_names_file_and_line(tmp_path):
+    path = _write(tmp_path, "game: lost_cities\nnetwork:\n  hidden_size: [1, 2\n  num_layers: 2\n", "broken.yaml")
+    err = _error(C.load_config, path)
+    assert "broken.yaml:" in str(err) and "invalid YAML" in str(err)
+    line = int(str(err).split("broken.yaml:")[1].split(":")[0])
+    assert 3 <= line <= 5
+
+
+def test_duplicate_key(tmp_path):
+    path = _write(tmp_path, "network:\n  hidden_size: 8\n  hidden_size: 16\n", "dup.yaml")
+    err = _error(C.load_config, path)
+    assert "dup.yaml:3" in str(err) and "network.hidden_size" in str(err) and "duplicate" in str(err)
+
+
+def test_top_level_must_be_mapping(tmp_path):
+    err = _error(C.load_config, _write(tmp_path, "- a\n- b\n", "list.yaml"))
+    assert "list.yaml" in str(err) and "mapping" in str(err)
+
+
+def test_unknown_section_suggests(tmp_path):
+    err = _error(C.load_config, _write(tmp_path, "game: kuhn\nnetwrok:\n  hidden_size: 8\n", "s.yaml"))
+    assert err.key == "netwrok"
+    assert "s.yaml:2" in str(err) and "netwrok" in str(err) and "'network'" in str(err)
+
+
+def test_unknown_key_suggests(tmp_path):
+    text = "game: kuhn\ntraversal:\n  travesals_per_player: 8\n"
+    err = _error(C.load_config, _write(tmp_path, text, "k.yaml"))
+    assert err.key == "traversal.travesals_per_player"
+    assert "k.yaml:3" in str(err)
+    assert "traversal.travesals_per_player" in str(err) and "did you mean 'traversals_per_player'" in str(err)
+
+
+def test_section_must_be_mapping(tmp_path):
+    err = _error(C.load_config, _write(tmp_path, "network: 5\n"))
+    assert "network" in str(err) and "5" in str(err) and "mapping" in str(err)
+
+
+@pytest.mark.parametrize(
+    "override, key, shown, allowed",
+    [
+        ("traversal.traversals_per_player=abc", "traversal.traversals_per_player", "'abc'", "positive integer"),
+        ("traversal.max_probes=1.5", "traversal.max_probes", "1.5", "positive integer"),
+        ("optimization.advantage_steps=2e3", "optimization.advantage_steps", "2000.0", "positive integer"),
+        ("run.seed=true", "run.seed", "True", "integer"),
+        ("network.layer_norm=1", "network.layer_norm", "1", "true or false"),
+        ("network.skip_connections='yes'", "network.skip_connections", "'yes'", "true or false"),
+        ("optimization.learning_rate=fast", "optimization.learning_rate", "'fast'", "positive number"),
+        ("optimization.learning_rate=0", "optimization.learning_rate", "0", "positive number"),
+        ("optimization.grad_clip=-1", "optimization.grad_clip", "-1", ">= 0"),
+        ("traversal.branch_probability=1.5", "traversal.branch_probability", "1.5", "(0, 1]"),
+        ("traversal.rollout_batch=-1", "traversal.rollout_batch", "-1", ">= 0"),
+        ("traversal.scheme=prob", "traversal.scheme", "'prob'", "did you mean 'probe'"),
+        ("optimization.strategy_loss=l2", "optimization.strategy_loss", "'l2'", "cross_entropy, mse"),
+        ("memory.observation_storage=float16", "memory.observation_storage", "'float16'", "bfloat16"),
+        ("memory.save_in_checkpoint=0", "memory.save_in_checkpoint", "0", "true or false"),
+        ("run.precision=half", "run.precision", "'half'", "float32, bfloat16, auto"),
+        ("run.max_iterations=0", "run.max_iterations", "0", "positive integer"),
+        ("run.max_minutes=-5", "run.max_minutes", "-5", "positive number or null"),
+        ("run.max_minutes=.inf", "run.max_minutes", "inf", "positive number or null"),
+        ("run.name=a/b", "run.name", "'a/b'", "without '/'"),
+        ("checkpoint.save_every=0", "checkpoint.save_every", "0", "positive integer"),
+        ("checkpoint.keep=0", "checkpoint.keep", "0", "positive integer"),
+        ("evaluation.eval_every=-1", "evaluation.eval_every", "-1", ">= 0"),
+        ("evaluation.games=0", "evaluation.games", "0", "positive integer"),
+        ("evaluation.policy=best", "evaluation.policy", "'best'", "average, current"),
+        ("evaluation.opponents=5", "evaluation.opponents", "5", "list of bot names"),
+        ("evaluation.opponents=[]", "evaluation.opponents", "[]", "at least one bot"),
+        ("evaluation.extended_opponents=[]", "evaluation.extended_opponents", "[]", "at least one bot"),
+        ("evaluation.opponents=[random,random]", "evaluation.opponents", "'random'", "twice"),
+        ("rules.n_colors=7", "rules.n_colors", "7", "1..6"),
+        ("rules.n_colors=2.0", "rules.n_colors", "2.0", "1..6"),
+        ("rules.hand_size=30", "rules.hand_size", "30", "too large"),
+        ("game=chess", "game", "'chess'", "lost_cities, kuhn, leduc"),
+    ],
+)
+def test_invalid_values(override, key, shown, allowed):
+    err = _error(C.load_config, CONFIG_DIR / "default.yaml", [override])
+    assert err.key == key
+    message = str(err)
+    assert key in message and shown in message and allowed in message
+    assert f"override {override!r}" in message
+
+
+def test_invalid_value_from_file_names_file_and_line(tmp_path):
+    path = _write(tmp_path, "game: lost_cities\ntraversal:\n  scheme: probe\n  max_probes: lots\n", "bad.yaml")
+    err = _error(C.load_config, path)
+    assert str(err) == "bad.yaml:4: traversal.max_probes: expected a positive integer, got 'lots'".replace(
+        "bad.yaml", str(path)
+    )
+
+
+def test_unknown_bot_lists_allowed_names():
+    err = _error(C.load_config, CONFIG_DIR / "default.yaml", ["evaluation.opponents=[random,safe_heurstic]"])
+    message = str(err)
+    assert "evaluation.opponents" in message and "'safe_heurstic'" in message
+    assert "did you mean 'safe_heuristic'" in message
+    for name in BOT_NAMES:
+        assert name in message
+
+
+def test_unknown_bot_in_extended_list():
+    err = _error(C.load_config, CONFIG_DIR / "default.yaml", ["evaluation.extended_opponents=alphago"])
+    assert err.key == "evaluation.extended_opponents" and "'alphago'" in str(err)
+
+
+def test_poker_still_validates_bot_names_but_allows_empty_lists():
+    cfg = C.load_config(CONFIG_DIR / "kuhn.yaml")
+    assert cfg.evaluation.opponents == () and cfg.evaluation.eval_every == 1
+    _error(C.load_config, CONFIG_DIR / "kuhn.yaml", ["evaluation.opponents=[nobody]"])
+
+
+def test_rules_rejected_for_poker(tmp_path):
+    path = _write(tmp_path, "game: kuhn\nrules:\n  n_colors: 4\n", "p.yaml")
+    err = _error(C.load_config, path)
+    assert err.key == "rules" and "p.yaml:2" in str(err) and "'kuhn'" in str(err) and "lost_cities" in str(err)
+    err = _error(C.load_config, CONFIG_DIR / "default.yaml", ["game=kuhn"])
+    assert err.key == "rules" and "rules=null" in str(err)
+
+
+@pytest.mark.parametrize(
+    "override, shown",
+    [
+        ("traversal.max_probes", "'traversal.max_probes'"),
+        ("=5", "'=5'"),
+        ("traversal..max_probes=5", "'traversal..max_probes=5'"),
+        ("a.b.c=5", "'a.b.c=5'"),
+        ("traversal.max_probes=[1", "'[1'"),
+    ],
+)
+def test_bad_override_syntax(override, shown):
+    err = _error(C.load_config, CONFIG_DIR / "default.yaml", [override])
+    assert shown in str(err) and "override" in str(err)
+
+
+@pytest.mark.parametrize(
+    "override, key, expected",
+    [
+        ("netwrk.hidden_size=8", "netwrk", "did you mean 'network'"),
+        ("network.hiden_size=8", "network.hiden_size", "did you mean 'hidden_size'"),
+        ("network=8", "network", "section"),
+        ("game.name=kuhn", "game", "not a section"),
+    ],
+)
+def test_override_unknown_keys(override, key, expected):
+    err = _error(C.load_config, CONFIG_DIR / "default.yaml", [override])
+    assert err.key == key and key in str(err) and expected in str(err)
+
+
+def test_config_from_dict_errors_carry_key():
+    err = _error(C.config_from_dict, {"traversal": {"max_probes": "abc"}})
+    assert err.key == "traversal.max_probes"
+    assert str(err) == "traversal.max_probes: expected a positive integer, got 'abc'"
+    err = _error(C.config_from_dict, {"optimisation": {}})
+    assert err.key == "optimisation" and "did you mean 'optimization'" in str(err)
+    _error(C.config_from_dict, ["not", "a", "mapping"])
+
+
+def test_solver_config_errors_are_mapped_to_key_paths():
+    err = C._reraise(ValueError("SolverConfig.max_probes=0 is invalid: must be a positive integer"), "SolverConfig",
+                     lambda f: ".".join(C.SOLVER_FIELDS[f]), "config")
+    assert err.key == "traversal.max_probes"
+    assert str(err) == "traversal.max_probes: 0 is invalid: must be a positive integer"
