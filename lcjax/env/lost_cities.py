@@ -209,7 +209,7 @@ class LostCities:
 
     def _card_attributes(self, cards: Array):
         """(color, k) int32 arrays for card ids; the empty-slot sentinel N has color C."""
-        cards = cards.astype(jnp.int32)
+        cards = jnp.asarray(cards).astype(jnp.int32)
         return cards // self._k, cards % self._k
 
     def _expedition_top(self, expedition: Array) -> Array:
@@ -385,6 +385,15 @@ class LostCities:
         r = self.rules
         exp = state.expeditions.reshape(2, r.n_colors, self._k).astype(jnp.int32)
         return exp.sum(-1), exp[..., : r.n_wagers].sum(-1), (exp * self._value_table).sum(-1)
+
+    def expedition_cards(self, state: State) -> Array:
+        """bool[2, N]: [p, card] is True when `card` lies in p's expedition."""
+        return state.expeditions
+
+    def known_cards(self, state: State) -> Array:
+        """bool[2, N]: [p, card] is True when p holds `card` and the opponent knows it
+        (p took it from a discard pile and has not played or discarded it since)."""
+        return state.known
 
     def pile_heights(self, state: State) -> Array:
         """int32[C]: number of cards on each color's discard pile."""

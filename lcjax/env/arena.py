@@ -1,0 +1,161 @@
+"""Batched head-to-head matches between two Lost Cities policies.
+
+`play_games` runs a whole match as one jitted computation: every game advances in lockstep
+(vmap over games inside a `lax.while_loop` over decisions) until all are over. Seats
+alternate so that neither policy profits from moving first: game i has policy A in seat
+i % 2. Policies have the signature of `lcjax.env.bots`: `act(key, state) -> int32[]`.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from lcjax.env.lost_cities import LostCities, State
+
+Array = jax.Array
+Policy = Callable[[Array, State], Array]
+
+
+class MatchResult(NamedTuple):
+    """Per-game outcomes of a match, as numpy arrays of length num_games.
+
+    Attributes:
+      score_a, score_b: int32, final scores of policy A and policy B.
+      a_seat: int32, the seat (0 moves first) of policy A.
+      turns: int32, completed turns.
+      cap_hit: bool, the game did not end by emptying the deck (the max_turns cap, or the
+        max_steps cut of `play_games`).
+      finished: bool, the game reached a terminal state within max_steps.
+      illegal_moves: int32, decisions on which the acting policy chose an illegal action
+        (always 0 for correct policies; an illegal action leaves the state unchanged).
+    """
+
+    score_a: np.ndarray
+    score_b: np.ndarray
+    a_seat: np.ndarray
+    turns: np.ndarray
+    cap_hit: np.ndarray
+    finished: np.ndarray
+    illegal_moves: np.ndarray
+
+
+def default_max_steps(game: LostCities) -> int:
+    """Decisions enough for any game: two per turn up to the max_turns cap."""
+    return 2 * game.rules.max_turns + 2
+
+
+def _build_match(game: LostCities, act_a: Policy, act_b: Policy, num_games: int, max_steps: int):
+    """A jitted function key -> per-game device arrays (score_a, score_b, a_seat, turns,
+    cap_hit, finished, illegal_moves) for one match configuration."""
+
+    def decide(state: State, a_seat: Array, key: Array, t: Array):
+        """One game's action at decision t (int32[]) and whether it is legal (bool[])."""
+        key_a, key_b = jax.random.split(jax.random.fold_in(key, t))
+        # Both policies run and a select keeps one: branch-free under vmap.
+        action = jnp.where(state.current_player == a_seat, act_a(key_a, state), act_b(key_b, state))
+        legal = jnp.any(game.legal_action_mask(state) & (jnp.arange(game.num_actions) == action))
+        return action.astype(jnp.int32), legal
+
+    def run(key: Array):
+        init_key, play_key = jax.random.split(key)
+        a_seat = jnp.arange(num_games, dtype=jnp.int32) % 2
+        states = jax.vmap(game.init)(jax.random.split(init_key, num_games))
+        game_keys = jax.random.split(play_key, num_games)
+
+        def cond(carry):
+            states, _, t = carry
+            return jnp.any(~states.terminated) & (t < max_steps)
+
+        def body(carry):
+            states, illegal, t = carry
+            actions, legal = jax.vmap(decide, in_axes=(0, 0, 0, None))(states, a_seat, game_keys, t)
+            illegal = illegal + (~legal & ~states.terminated).astype(jnp.int32)
+            return jax.vmap(game.step)(states, actions), illegal, t + 1
+
+        carry = (states, jnp.zeros((num_games,), jnp.int32), jnp.int32(0))
+        states, illegal, _ = jax.lax.while_loop(cond, body, carry)
+        scores = jax.vmap(game.scores)(states)  # [G, 2]
+        score_a = jnp.where(a_seat == 0, scores[:, 0], scores[:, 1])
+        score_b = jnp.where(a_seat == 0, scores[:, 1], scores[:, 0])
+        deck_empty = jax.vmap(game.cards_left)(states) == 0
+        return score_a, score_b, a_seat, states.turn, ~deck_empty, states.terminated, illegal
+
+    return jax.jit(run)
+
+
+# Compiled matches keyed by (game, act_a, act_b, num_games, max_steps): policies are closures,
+# so identity is the right key; `bots.make_bot` returns one object per (name, game).
+_MATCH_CACHE: dict[tuple, Callable] = {}
+
+
+def play_games(
+    game: LostCities,
+    act_a: Policy,
+    act_b: Policy,
+    key: Array,
+    num_games: int,
+    max_steps: int | None = None,
+) -> MatchResult:
+    """Play `num_games` games of A against B with alternating seats, as one jitted call.
+
+    Args:
+      game: the game.
+      act_a, act_b: policies `act(key, state) -> int32[]` for one state.
+      key: PRNG key for the deals and the policies' randomness.
+      num_games: number of games (> 0); game i has A in seat i % 2.
+      max_steps: cut after this many decisions; default `default_max_steps(game)`, enough
+        for every game to end.
+
+    Returns:
+      A `MatchResult` of numpy arrays, one row per game.
+    """
+    if not isinstance(num_games, (int, np.integer)) or num_games <= 0:
+        raise ValueError(f"num_games must be a positive integer, got {num_games!r}")
+    max_steps = default_max_steps(game) if max_steps is None else int(max_steps)
+    if max_steps <= 0:
+        raise ValueError(f"max_steps must be positive, got {max_steps!r}")
+    cache_key = (game, act_a, act_b, int(num_games), max_steps)
+    fn = _MATCH_CACHE.get(cache_key)
+    if fn is None:
+        fn = _MATCH_CACHE[cache_key] = _build_match(game, act_a, act_b, int(num_games), max_steps)
+    return MatchResult(*(np.asarray(x) for x in jax.device_get(fn(key))))
+
+
+def summarize(result: MatchResult) -> dict:
+    """Summary statistics of a match from A's side, as plain Python numbers.
+
+    Keys: n_games; win_rate_a, draw_rate, loss_rate_a (sum to 1); win_rate_a_ci95 (lo, hi),
+    normal approximation; mean_score_a, mean_score_b; mean_diff (A minus B) and
+    mean_diff_ci95 (lo, hi) = mean +- 1.96 * std / sqrt(n) (sample std); mean_turns;
+    cap_hit_rate; illegal_moves (total).
+    """
+    diff = np.asarray(result.score_a, np.float64) - np.asarray(result.score_b, np.float64)
+    n = diff.size
+    if n == 0:
+        raise ValueError("cannot summarize an empty match")
+    win = float(np.mean(diff > 0))
+    draw = float(np.mean(diff == 0))
+    loss = 1.0 - win - draw
+    mean_diff = float(diff.mean())
+    std = float(diff.std(ddof=1)) if n > 1 else 0.0
+    half = 1.96 * std / math.sqrt(n)
+    win_half = 1.96 * math.sqrt(win * (1.0 - win) / n)
+    return {
+        "n_games": int(n),
+        "win_rate_a": win,
+        "draw_rate": draw,
+        "loss_rate_a": loss,
+        "win_rate_a_ci95": (win - win_half, win + win_half),
+        "mean_score_a": float(np.mean(result.score_a)),
+        "mean_score_b": float(np.mean(result.score_b)),
+        "mean_diff": mean_diff,
+        "mean_diff_ci95": (mean_diff - half, mean_diff + half),
+        "mean_turns": float(np.mean(result.turns)),
+        "cap_hit_rate": float(np.mean(result.cap_hit)),
+        "illegal_moves": int(np.sum(result.illegal_moves)),
+    }

@@ -1,0 +1,273 @@
+"""Scripted Lost Cities bots (lcjax.env.bots) and batched matches (lcjax.env.arena).
+
+Compilation dominates the cost here, so every jitted function is built once per module:
+two 2000-game matches, one function running every bot over a batch of sampled states.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from lcjax.env import arena, bots
+from lcjax.env.lost_cities import PHASE_DRAW, PHASE_PLAY, LostCities
+
+N_GAMES = 2000
+
+
+@pytest.fixture(scope="module")
+def game() -> LostCities:
+    return LostCities()
+
+
+@pytest.fixture(scope="module")
+def safe_vs_random(game):
+    return arena.play_games(
+        game, bots.make_bot("safe_heuristic", game), bots.make_bot("random", game), jax.random.key(0), N_GAMES
+    )
+
+
+@pytest.fixture(scope="module")
+def safe_vs_passive(game):
+    return arena.play_games(
+        game,
+        bots.make_bot("safe_heuristic", game),
+        bots.make_bot("passive_discard", game),
+        jax.random.key(1),
+        N_GAMES,
+    )
+
+
+@pytest.fixture(scope="module")
+def sample_states(game):
+    """~32k states (flat batch) from whole games: half noisy-safe self-play, half random play.
+
+    Every state along each game is kept, so both phases and early to final positions occur.
+    """
+    batch, steps = 256, 128
+    noisy = bots.noisy_safe_bot(game, epsilon=0.1)
+    uniform = bots.random_bot(game)
+
+    def policy(key, state, index):
+        return jnp.where(index % 2 == 0, noisy(key, state), uniform(key, state))
+
+    @jax.jit
+    def run(key):
+        init_key, play_key = jax.random.split(key)
+        states = jax.vmap(game.init)(jax.random.split(init_key, batch))
+        index = jnp.arange(batch)
+
+        def body(states, k):
+            actions = jax.vmap(policy)(jax.random.split(k, batch), states, index)
+            return jax.vmap(game.step)(states, actions), states
+
+        _, history = jax.lax.scan(body, states, jax.random.split(play_key, steps))
+        return jax.tree.map(lambda x: x.reshape((batch * steps,) + x.shape[2:]), history)
+
+    return run(jax.random.key(2))
+
+
+@pytest.fixture(scope="module")
+def bot_actions(game, sample_states):
+    """Every registered bot's action, plus noisy_safe at epsilon 0 and 1, on sample_states."""
+    policies = {name: bots.make_bot(name, game) for name in bots.BOT_NAMES}
+    policies["noisy_safe_eps0"] = bots.noisy_safe_bot(game, epsilon=0.0)
+    policies["noisy_safe_eps1"] = bots.noisy_safe_bot(game, epsilon=1.0)
+
+    @jax.jit
+    def run(key, states):
+        keys = jax.random.split(key, states.turn.shape[0])
+        out = {name: jax.vmap(act)(keys, states) for name, act in policies.items()}
+        out["mask"] = jax.vmap(game.legal_action_mask)(states)
+        return out
+
+    return jax.device_get(run(jax.random.key(3), sample_states))
+
+
+# ---------------------------------------------------------------------------- registry
+def test_registry_names():
+    assert set(bots.BOT_NAMES) == {
+        "random",
+        "passive_discard",
+        "safe_heuristic_loose",
+        "safe_heuristic",
+        "safe_heuristic_strict",
+        "noisy_safe",
+    }
+
+
+def test_make_bot_bad_name_lists_names(game):
+    with pytest.raises(ValueError) as info:
+        bots.make_bot("alphazero", game)
+    message = str(info.value)
+    assert "alphazero" in message
+    for name in bots.BOT_NAMES:
+        assert name in message
+
+
+def test_make_bot_returns_same_function(game):
+    # Same object for the same (name, game), so arena's compile cache is reused.
+    assert bots.make_bot("random", game) is bots.make_bot("random", game)
+    assert bots.make_bot("random", game) is not bots.make_bot("random", LostCities())
+
+
+def test_noisy_safe_rejects_bad_epsilon(game):
+    with pytest.raises(ValueError, match="epsilon"):
+        bots.noisy_safe_bot(game, epsilon=1.5)
+
+
+def test_param_sets_differ():
+    loose, default, strict = bots.SAFE_LOOSE, bots.SAFE_DEFAULT, bots.SAFE_STRICT
+    assert loose.open_margin < default.open_margin < strict.open_margin
+    assert loose.min_deck_to_open < default.min_deck_to_open < strict.min_deck_to_open
+
+
+# ---------------------------------------------------------------------------- policies
+def test_sample_states_cover_both_phases(sample_states):
+    live = ~np.asarray(sample_states.terminated)
+    phase = np.asarray(sample_states.phase)[live]
+    assert (phase == PHASE_PLAY).sum() > 1000 and (phase == PHASE_DRAW).sum() > 1000
+    assert np.asarray(sample_states.terminated).sum() > 0  # some games finish
+
+
+@pytest.mark.parametrize("name", list(bots.BOT_NAMES) + ["noisy_safe_eps0", "noisy_safe_eps1"])
+def test_bot_picks_legal_actions(bot_actions, name):
+    mask = bot_actions["mask"]
+    actions = bot_actions[name]
+    assert actions.dtype == np.int32
+    live = mask.any(axis=1)
+    chosen = mask[np.arange(len(actions)), actions]
+    assert chosen[live].all(), f"{name} chose illegal actions in {np.sum(~chosen[live])} states"
+
+
+def test_noisy_safe_eps0_equals_safe(bot_actions):
+    np.testing.assert_array_equal(bot_actions["noisy_safe_eps0"], bot_actions["safe_heuristic"])
+
+
+def test_noisy_safe_deviates_sometimes(bot_actions):
+    live = bot_actions["mask"].sum(axis=1) > 1
+    differs = bot_actions["noisy_safe"][live] != bot_actions["safe_heuristic"][live]
+    # epsilon = 0.1 and the random pick can coincide with the safe one: well below 10%.
+    assert 0.01 < differs.mean() < 0.1
+
+
+def test_passive_discard_only_discards_and_draws_deck(game, bot_actions, sample_states):
+    h = game.rules.hand_size
+    live = bot_actions["mask"].any(axis=1)
+    play = live & (np.asarray(sample_states.phase) == PHASE_PLAY)
+    draw = live & (np.asarray(sample_states.phase) == PHASE_DRAW)
+    actions = bot_actions["passive_discard"]
+    assert ((actions[play] >= h) & (actions[play] < 2 * h)).all()
+    assert (actions[draw] == 2 * h).all()
+
+
+def test_uniform_legal_is_uniform():
+    # A grid of u values must hit each legal action equally often and never an illegal one.
+    mask = jnp.array([False, True, True, False, True, False, False, True])
+    u = (jnp.arange(4000) + 0.5) / 4000
+    picks = np.asarray(jax.vmap(bots._uniform_legal, in_axes=(0, None))(u, mask))
+    counts = np.bincount(picks, minlength=8)
+    np.testing.assert_array_equal(counts, [0, 1000, 1000, 0, 1000, 0, 0, 1000])
+    assert int(bots._uniform_legal(jnp.float32(0.7), jnp.zeros(8, bool))) == 0
+
+
+def test_random_bot_spreads_over_legal_actions(bot_actions):
+    mask = bot_actions["mask"]
+    live = mask.sum(axis=1) > 1
+    # Uniform over >= 2 legal actions: the first legal one is picked at most half the time.
+    first = np.argmax(mask, axis=1)
+    assert (bot_actions["random"][live] == first[live]).mean() < 0.5
+
+
+# ---------------------------------------------------------------------------- matches
+def test_safe_heuristic_beats_random(safe_vs_random):
+    summary = arena.summarize(safe_vs_random)
+    assert summary["n_games"] == N_GAMES
+    assert summary["win_rate_a"] >= 0.9, summary
+
+
+def test_safe_heuristic_beats_passive_discard(safe_vs_passive):
+    summary = arena.summarize(safe_vs_passive)
+    assert summary["mean_diff"] > 0 and summary["mean_diff_ci95"][0] > 0, summary
+
+
+def test_passive_discard_scores_zero(safe_vs_passive):
+    # Holds in either seat, which also checks that arena maps seats to policies correctly.
+    np.testing.assert_array_equal(safe_vs_passive.score_b, 0)
+    assert safe_vs_passive.score_a.max() > 0
+
+
+def test_arena_alternates_seats_and_finishes(game, safe_vs_random, safe_vs_passive):
+    for result in (safe_vs_random, safe_vs_passive):
+        assert all(len(x) == N_GAMES for x in result)
+        np.testing.assert_array_equal(result.a_seat, np.arange(N_GAMES) % 2)
+        assert result.finished.all()
+        np.testing.assert_array_equal(result.illegal_moves, 0)
+        assert (result.turns > 0).all() and (result.turns <= game.rules.max_turns).all()
+        # A game that ended before max_turns ended by emptying the deck.
+        assert not result.cap_hit[result.turns < game.rules.max_turns].any()
+        assert result.score_a.dtype.kind == "i" and result.cap_hit.dtype == bool
+
+
+def test_summary_is_consistent(safe_vs_random, safe_vs_passive):
+    for result in (safe_vs_random, safe_vs_passive):
+        s = arena.summarize(result)
+        assert s["win_rate_a"] + s["draw_rate"] + s["loss_rate_a"] == pytest.approx(1.0)
+        assert min(s["win_rate_a"], s["draw_rate"], s["loss_rate_a"]) >= 0.0
+        lo, hi = s["mean_diff_ci95"]
+        assert lo <= s["mean_diff"] <= hi
+        lo, hi = s["win_rate_a_ci95"]
+        assert lo <= s["win_rate_a"] <= hi
+        assert s["mean_diff"] == pytest.approx(s["mean_score_a"] - s["mean_score_b"])
+        assert s["mean_turns"] == pytest.approx(result.turns.mean())
+        assert s["cap_hit_rate"] == pytest.approx(result.cap_hit.mean())
+        assert s["illegal_moves"] == 0
+
+
+def test_summary_numbers_by_hand():
+    result = arena.MatchResult(
+        score_a=np.array([10, 0, -5, 20]),
+        score_b=np.array([0, 0, 5, 10]),
+        a_seat=np.array([0, 1, 0, 1]),
+        turns=np.array([40, 41, 42, 43]),
+        cap_hit=np.array([False, False, True, False]),
+        finished=np.ones(4, bool),
+        illegal_moves=np.zeros(4, int),
+    )
+    s = arena.summarize(result)
+    assert (s["win_rate_a"], s["draw_rate"], s["loss_rate_a"]) == (0.5, 0.25, 0.25)
+    diff = np.array([10, 0, -10, 10])
+    half = 1.96 * diff.std(ddof=1) / 2
+    assert s["mean_diff"] == 2.5
+    assert s["mean_diff_ci95"] == pytest.approx((2.5 - half, 2.5 + half))
+    assert s["win_rate_a_ci95"] == pytest.approx((0.5 - 1.96 * 0.25, 0.5 + 1.96 * 0.25))
+    assert s["cap_hit_rate"] == 0.25 and s["mean_turns"] == 41.5
+
+
+def test_play_games_reuses_compilation(game, safe_vs_random):
+    act_a, act_b = bots.make_bot("safe_heuristic", game), bots.make_bot("random", game)
+    cached = len(arena._MATCH_CACHE)
+    again = arena.play_games(game, act_a, act_b, jax.random.key(0), N_GAMES)
+    assert len(arena._MATCH_CACHE) == cached
+    fn = arena._MATCH_CACHE[(game, act_a, act_b, N_GAMES, arena.default_max_steps(game))]
+    assert fn._cache_size() == 1
+    # Same key, same games: the match is deterministic.
+    for x, y in zip(again, safe_vs_random):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_max_steps_cuts_games(game):
+    passive = bots.make_bot("passive_discard", game)
+    result = arena.play_games(game, passive, passive, jax.random.key(4), 4, max_steps=10)
+    assert not result.finished.any() and result.cap_hit.all()
+    np.testing.assert_array_equal(result.turns, 5)
+
+
+def test_play_games_rejects_bad_sizes(game):
+    act = bots.make_bot("random", game)
+    with pytest.raises(ValueError, match="num_games"):
+        arena.play_games(game, act, act, jax.random.key(0), 0)
+    with pytest.raises(ValueError, match="max_steps"):
+        arena.play_games(game, act, act, jax.random.key(0), 2, max_steps=0)
