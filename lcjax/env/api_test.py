@@ -9,6 +9,7 @@ observations of the declared size for both players, and zero-sum returns. It rai
 
 from __future__ import annotations
 
+import chex
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -49,9 +50,17 @@ def api_test(game: Game, *, num_games: int = 64, max_steps: int = 1000, seed: in
     mask = jax.vmap(game.legal_action_mask)(states)
     obs = jax.vmap(game.observe)(states, jnp.zeros(num_games, jnp.int32))
     rets = jax.vmap(game.returns)(states)
-    assert mask.shape == (num_games, a) and mask.dtype == jnp.bool_, "legal mask must be bool[A]"
-    assert obs.shape == (num_games, d) and obs.dtype == jnp.float32, "observe must give float32[D]"
-    assert rets.shape == (num_games, 2) and rets.dtype == jnp.float32, "returns must be float32[2]"
+    try:
+        chex.assert_shape(mask, (num_games, a))
+        chex.assert_type(mask, bool)
+        chex.assert_shape(obs, (num_games, d))
+        chex.assert_type(obs, jnp.float32)
+        chex.assert_shape(rets, (num_games, 2))
+        chex.assert_type(rets, jnp.float32)
+        # init must give the same shapes and dtypes batched as single.
+        chex.assert_trees_all_equal_shapes_and_dtypes(single, jax.tree_util.tree_map(lambda x: x[0], states))
+    except AssertionError as err:
+        raise AssertionError(f"legal mask must be bool[A], observe float32[D], returns float32[2]: {err}") from err
 
     def checks(state, key):
         mask = jax.vmap(game.legal_action_mask)(state)
