@@ -62,3 +62,31 @@ def bind(policy: PolicyFn, params: Params) -> Callable[[Array, Array], Array]:
         return jitted(params, jnp.asarray(observations, jnp.float32), jnp.asarray(masks, bool))
 
     return bound
+
+
+def make_act(game, policy: PolicyFn, *, greedy: bool = False):
+    """A game-playing policy `act(params, key, state) -> int32 action` for ONE state.
+
+    It observes the state from the acting player's side and samples from (or, with
+    `greedy`, takes the most likely action of) `policy(params, obs, mask)`. Callers vmap it
+    over games; `params` stays unbatched, so the forward is one batched matmul.
+
+    Args:
+      game: a game of `lcjax.env.protocol`.
+      policy: from `average_policy` or `current_policy`.
+      greedy: play the argmax instead of sampling.
+    """
+
+    def act(params: Params, key: Array, state) -> Array:
+        mask = game.legal_action_mask(state)
+        obs = game.observe(state, state.current_player)
+        probs = policy(params, obs[None], mask[None])[0]
+        if greedy:
+            return jnp.argmax(jnp.where(mask, probs, -1.0)).astype(jnp.int32)
+        # A legal action even if rounding leaves the cumulative sum short of the draw.
+        cdf = jnp.cumsum(probs)
+        u = jax.random.uniform(key) * cdf[-1]
+        last = probs.shape[-1] - 1 - jnp.argmax(probs[::-1] > 0)
+        return jnp.minimum(jnp.argmax(cdf > u), last).astype(jnp.int32)
+
+    return act

@@ -5,10 +5,9 @@ piles, the deck count, whose move it is, the blocked pile, and the cards in eith
 are public because they were taken from a discard pile. The opponent's other cards and the deck
 order never appear, so two states that differ only there render identically.
 
-Everything is read through public `LostCities` queries. The expedition cards and the
-"known to hold" cards have no dedicated query, so they are read from `observe`, whose
-layout (documented there) holds them as card planes; `_public_view` checks that layout
-against `expedition_stats` so that a layout change fails loudly instead of rendering wrong.
+Everything is read through public `LostCities` queries (`hand`, `expedition_cards`,
+`expedition_scores`, `pile_cards`, `known_cards`, `cards_left`, `card_color`, `card_name`),
+never from the storage layout of `State`.
 """
 
 from __future__ import annotations
@@ -39,7 +38,6 @@ def _view_fn(game: LostCities):
 
     Output (N cards, C colors, H slots), all from `player`'s side (row 0 = player):
       hand int32[H]; expeditions bool[2, N]; expedition_scores int32[2, C];
-      expedition_cards int32[2, C] (from expedition_stats, to check the planes);
       pile_cards int32[C, K]; known_opponent bool[N] (opponent's cards that `player` saw
       them take from a pile); known_own bool[N] (own cards the opponent saw us take);
       cards_left int32[].
@@ -47,29 +45,21 @@ def _view_fn(game: LostCities):
     fn = _VIEW_CACHE.get(game)
     if fn is not None:
         return fn
-    n = game.rules.deck_size
 
     def view(state: State, player):
         player = jnp.asarray(player, jnp.int32)
-        obs = game.observe(state, player)
-        # observe: [N, 2N) own expedition, [2N, 3N) opponent's, [5N, 6N) cards the
-        # opponent is known to hold (taken from a pile and still held), [6N, 7N) own cards
-        # the opponent knows of.
-        own, opp = obs[n : 2 * n] > 0.5, obs[2 * n : 3 * n] > 0.5
-        known, known_own = obs[5 * n : 6 * n] > 0.5, obs[6 * n : 7 * n] > 0.5
 
         def mine_first(rows):
             return jnp.where(player == 0, rows, rows[::-1])
 
-        count, _, _ = game.expedition_stats(state)
+        known = mine_first(game.known_cards(state))
         return {
             "hand": game.hand(state, player),
-            "expeditions": jnp.stack([own, opp]),
+            "expeditions": mine_first(game.expedition_cards(state)),
             "expedition_scores": mine_first(game.expedition_scores(state)),
-            "expedition_cards": mine_first(count),
             "pile_cards": game.pile_cards(state),
-            "known_opponent": known,
-            "known_own": known_own,
+            "known_opponent": known[1],
+            "known_own": known[0],
             "cards_left": game.cards_left(state),
         }
 
@@ -78,15 +68,8 @@ def _view_fn(game: LostCities):
 
 
 def _public_view(game: LostCities, state: State, player: int) -> dict:
-    """Host numpy copy of `_view_fn`'s output, with the observe-layout sanity check."""
-    view = jax.device_get(_view_fn(game)(state, player))
-    planes = view["expeditions"].reshape(2, game.rules.n_colors, -1).sum(-1)
-    if not np.array_equal(planes, view["expedition_cards"]):
-        raise RuntimeError(
-            "LostCities.observe layout changed: expedition planes disagree with "
-            "expedition_stats; update lcjax.env.render"
-        )
-    return view
+    """Host numpy copy of `_view_fn`'s output."""
+    return jax.device_get(_view_fn(game)(state, player))
 
 
 def _cards(game: LostCities, cards) -> str:
@@ -133,10 +116,11 @@ def render(game: LostCities, state: State, player: int) -> str:
     lines.append("Your hand: " + "  ".join(f"{i}:{game.card_name(c)}" for i, c in enumerate(hand)))
 
     # Expedition cards in card-id order, which is play order (wagers first, then ascending).
+    colors = np.asarray(game.card_color(np.arange(n)))
     cells = []
     for side in range(2):
         ids = np.flatnonzero(view["expeditions"][side])
-        cells.append([_cards(game, ids[ids // r.cards_per_color == c]) for c in range(r.n_colors)])
+        cells.append([_cards(game, ids[colors[ids] == c]) for c in range(r.n_colors)])
     col = max(12, max(len(x) for x in cells[0]) + 8)
     lines.append("")
     lines.append("Expeditions (score, cards):")

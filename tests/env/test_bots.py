@@ -1,7 +1,7 @@
-"""Scripted Lost Cities bots (lcjax.env.bots) and batched matches (lcjax.env.arena).
+"""Scripted Lost Cities bots (lcjax.env.bots); matches between them are in test_arena.py.
 
 Compilation dominates the cost here, so every jitted function is built once per module:
-two 2000-game matches, one function running every bot over a batch of sampled states.
+one sampling of states, one function running every bot over them.
 """
 
 from __future__ import annotations
@@ -11,33 +11,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from lcjax.env import arena, bots
+from lcjax.env import bots
 from lcjax.env.lost_cities import PHASE_DRAW, PHASE_PLAY, LostCities
-
-N_GAMES = 2000
 
 
 @pytest.fixture(scope="module")
 def game() -> LostCities:
     return LostCities()
-
-
-@pytest.fixture(scope="module")
-def safe_vs_random(game):
-    return arena.play_games(
-        game, bots.make_bot("safe_heuristic", game), bots.make_bot("random", game), jax.random.key(0), N_GAMES
-    )
-
-
-@pytest.fixture(scope="module")
-def safe_vs_passive(game):
-    return arena.play_games(
-        game,
-        bots.make_bot("safe_heuristic", game),
-        bots.make_bot("passive_discard", game),
-        jax.random.key(1),
-        N_GAMES,
-    )
 
 
 @pytest.fixture(scope="module")
@@ -179,95 +159,3 @@ def test_random_bot_spreads_over_legal_actions(bot_actions):
     # Uniform over >= 2 legal actions: the first legal one is picked at most half the time.
     first = np.argmax(mask, axis=1)
     assert (bot_actions["random"][live] == first[live]).mean() < 0.5
-
-
-# ---------------------------------------------------------------------------- matches
-def test_safe_heuristic_beats_random(safe_vs_random):
-    summary = arena.summarize(safe_vs_random)
-    assert summary["n_games"] == N_GAMES
-    assert summary["win_rate_a"] >= 0.9, summary
-
-
-def test_safe_heuristic_beats_passive_discard(safe_vs_passive):
-    summary = arena.summarize(safe_vs_passive)
-    assert summary["mean_diff"] > 0 and summary["mean_diff_ci95"][0] > 0, summary
-
-
-def test_passive_discard_scores_zero(safe_vs_passive):
-    # Holds in either seat, which also checks that arena maps seats to policies correctly.
-    np.testing.assert_array_equal(safe_vs_passive.score_b, 0)
-    assert safe_vs_passive.score_a.max() > 0
-
-
-def test_arena_alternates_seats_and_finishes(game, safe_vs_random, safe_vs_passive):
-    for result in (safe_vs_random, safe_vs_passive):
-        assert all(len(x) == N_GAMES for x in result)
-        np.testing.assert_array_equal(result.a_seat, np.arange(N_GAMES) % 2)
-        assert result.finished.all()
-        np.testing.assert_array_equal(result.illegal_moves, 0)
-        assert (result.turns > 0).all() and (result.turns <= game.rules.max_turns).all()
-        # A game that ended before max_turns ended by emptying the deck.
-        assert not result.cap_hit[result.turns < game.rules.max_turns].any()
-        assert result.score_a.dtype.kind == "i" and result.cap_hit.dtype == bool
-
-
-def test_summary_is_consistent(safe_vs_random, safe_vs_passive):
-    for result in (safe_vs_random, safe_vs_passive):
-        s = arena.summarize(result)
-        assert s["win_rate_a"] + s["draw_rate"] + s["loss_rate_a"] == pytest.approx(1.0)
-        assert min(s["win_rate_a"], s["draw_rate"], s["loss_rate_a"]) >= 0.0
-        lo, hi = s["mean_diff_ci95"]
-        assert lo <= s["mean_diff"] <= hi
-        lo, hi = s["win_rate_a_ci95"]
-        assert lo <= s["win_rate_a"] <= hi
-        assert s["mean_diff"] == pytest.approx(s["mean_score_a"] - s["mean_score_b"])
-        assert s["mean_turns"] == pytest.approx(result.turns.mean())
-        assert s["cap_hit_rate"] == pytest.approx(result.cap_hit.mean())
-        assert s["illegal_moves"] == 0
-
-
-def test_summary_numbers_by_hand():
-    result = arena.MatchResult(
-        score_a=np.array([10, 0, -5, 20]),
-        score_b=np.array([0, 0, 5, 10]),
-        a_seat=np.array([0, 1, 0, 1]),
-        turns=np.array([40, 41, 42, 43]),
-        cap_hit=np.array([False, False, True, False]),
-        finished=np.ones(4, bool),
-        illegal_moves=np.zeros(4, int),
-    )
-    s = arena.summarize(result)
-    assert (s["win_rate_a"], s["draw_rate"], s["loss_rate_a"]) == (0.5, 0.25, 0.25)
-    diff = np.array([10, 0, -10, 10])
-    half = 1.96 * diff.std(ddof=1) / 2
-    assert s["mean_diff"] == 2.5
-    assert s["mean_diff_ci95"] == pytest.approx((2.5 - half, 2.5 + half))
-    assert s["win_rate_a_ci95"] == pytest.approx((0.5 - 1.96 * 0.25, 0.5 + 1.96 * 0.25))
-    assert s["cap_hit_rate"] == 0.25 and s["mean_turns"] == 41.5
-
-
-def test_play_games_reuses_compilation(game, safe_vs_random):
-    act_a, act_b = bots.make_bot("safe_heuristic", game), bots.make_bot("random", game)
-    cached = len(arena._MATCH_CACHE)
-    again = arena.play_games(game, act_a, act_b, jax.random.key(0), N_GAMES)
-    assert len(arena._MATCH_CACHE) == cached
-    fn = arena._MATCH_CACHE[(game, act_a, act_b, N_GAMES, arena.default_max_steps(game))]
-    assert fn._cache_size() == 1
-    # Same key, same games: the match is deterministic.
-    for x, y in zip(again, safe_vs_random):
-        np.testing.assert_array_equal(x, y)
-
-
-def test_max_steps_cuts_games(game):
-    passive = bots.make_bot("passive_discard", game)
-    result = arena.play_games(game, passive, passive, jax.random.key(4), 4, max_steps=10)
-    assert not result.finished.any() and result.cap_hit.all()
-    np.testing.assert_array_equal(result.turns, 5)
-
-
-def test_play_games_rejects_bad_sizes(game):
-    act = bots.make_bot("random", game)
-    with pytest.raises(ValueError, match="num_games"):
-        arena.play_games(game, act, act, jax.random.key(0), 0)
-    with pytest.raises(ValueError, match="max_steps"):
-        arena.play_games(game, act, act, jax.random.key(0), 2, max_steps=0)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -107,7 +106,7 @@ def test_render_piles_and_known_cards(game, step, deal):
     state = deal(2)
     # Player 0 discards its first card X, then draws from the deck.
     x = int(game.hand(state, 0)[0])
-    x_color = int(game.card_color(jnp.asarray(x)))  # card_color needs an array
+    x_color = int(game.card_color(x))
     state = step(step(state, h + 0), draw_deck_action(r))
     text = render.render(game, state, 1)
     assert _pile_line(text, COLOR_NAMES[x_color]).endswith(f"[{game.card_name(x)}]")
@@ -115,7 +114,7 @@ def test_render_piles_and_known_cards(game, step, deal):
     hand1 = np.asarray(game.hand(state, 1))
     slot = int(np.flatnonzero(np.asarray(game.card_color(hand1)) != x_color)[0])
     state = step(state, h + slot)
-    blocked = COLOR_NAMES[int(game.card_color(jnp.asarray(hand1[slot])))]
+    blocked = COLOR_NAMES[int(game.card_color(hand1[slot]))]
     assert f"Blocked pile: {blocked}" in render.render(game, state, 0)
     state = step(state, draw_pile_action(r, x_color))
     assert int(state.turn) == 2
@@ -133,6 +132,8 @@ def test_render_finished_game(game, play_out, deal):
     assert bool(state.terminated)
     scores = np.asarray(game.scores(state))
     exp_scores = np.asarray(game.expedition_scores(state))
+    exp_cards = np.asarray(game.expedition_cards(state))
+    colors = np.asarray(game.card_color(np.arange(game.rules.deck_size)))
     for player in (0, 1):
         text = render.render(game, state, player)
         you, opp = scores[player], scores[1 - player]
@@ -144,6 +145,10 @@ def test_render_finished_game(game, play_out, deal):
             mine, theirs = _line(text, name + " ").split("|")
             assert mine.split()[1] == str(exp_scores[player, c])
             assert theirs.split()[0] == str(exp_scores[1 - player, c])
+            # The cards after each score, in id order ('-' for an empty expedition).
+            for side, listed in ((player, mine.split()[2:]), (1 - player, theirs.split()[1:])):
+                ids = np.flatnonzero(exp_cards[side] & (colors == c))
+                assert listed == ([game.card_name(i) for i in ids] or ["-"])
 
 
 def test_render_legal_actions(game, step, deal):
