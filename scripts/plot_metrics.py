@@ -1,0 +1,154 @@
+"""Plot a training run's metrics.jsonl as PNG figures.
+
+    python scripts/plot_metrics.py runs/<run> [--out DIR]
+
+Writes into DIR (default: RUN_DIR/plots):
+  evaluation.png   win rate and mean score difference per opponent over iterations, with
+                   95% confidence bands (or exploitability, for Kuhn and Leduc runs)
+  losses.png       advantage and strategy losses per iteration (log scale)
+  time_split.png   seconds per phase per iteration, stacked
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only: no display needed
+import matplotlib.pyplot as plt  # noqa: E402
+
+PHASES = ("traversal", "memory_add", "advantage_train", "strategy_train", "evaluation", "checkpoint")
+
+
+def load_rows(run_dir: Path) -> list[dict]:
+    path = run_dir / "metrics.jsonl"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist: is {run_dir} a run directory?")
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            break
+    return rows
+
+
+def series(rows: list[dict], key: str):
+    """(iterations, values) of the rows that have a numeric `key`."""
+    pts = [(r["iteration"], r[key]) for r in rows if isinstance(r.get(key), (int, float))]
+    return [p[0] for p in pts], [p[1] for p in pts]
+
+
+def plot_evaluation(rows: list[dict], out: Path) -> Path:
+    path = out / "evaluation.png"
+    xs, ys = series(rows, "eval/exploitability")
+    if xs:
+        fig, ax = plt.subplots(figsize=(7, 4))
+        ax.plot(xs, ys, marker=".")
+        ax.set_yscale("log")
+        ax.set_xlabel("iteration")
+        ax.set_ylabel("exploitability (chips)")
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(path, dpi=120)
+        plt.close(fig)
+        return path
+    opponents = sorted({k.split("/")[1] for r in rows for k in r if k.startswith("eval/") and k.endswith("/win_rate")})
+    fig, (ax_w, ax_d) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for opp in opponents:
+        x, w = series(rows, f"eval/{opp}/win_rate")
+        _, lo = series(rows, f"eval/{opp}/win_rate_ci95_low")
+        _, hi = series(rows, f"eval/{opp}/win_rate_ci95_high")
+        (line,) = ax_w.plot(x, w, marker=".", label=opp)
+        if len(lo) == len(x) and len(hi) == len(x):
+            ax_w.fill_between(x, lo, hi, color=line.get_color(), alpha=0.2)
+        x, d = series(rows, f"eval/{opp}/score_diff")
+        _, lo = series(rows, f"eval/{opp}/score_diff_ci95_low")
+        _, hi = series(rows, f"eval/{opp}/score_diff_ci95_high")
+        (line,) = ax_d.plot(x, d, marker=".", label=opp)
+        if len(lo) == len(x) and len(hi) == len(x):
+            ax_d.fill_between(x, lo, hi, color=line.get_color(), alpha=0.2)
+    ax_w.set_ylabel("win rate")
+    ax_w.set_ylim(0, 1)
+    ax_d.set_ylabel("mean score difference")
+    ax_d.axhline(0, color="black", lw=0.8)
+    for ax in (ax_w, ax_d):
+        ax.set_xlabel("iteration")
+        ax.grid(alpha=0.3)
+        if opponents:
+            ax.legend()
+    fig.suptitle("evaluation (95% confidence bands)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_losses(rows: list[dict], out: Path) -> Path:
+    path = out / "losses.png"
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for key in sorted({k for r in rows for k in r if k.startswith("loss/")}):
+        x, y = series(rows, key)
+        ax.plot(x, y, marker=".", label=key.split("/", 1)[1])
+    ax.set_yscale("log")
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("training loss")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_time_split(rows: list[dict], out: Path) -> Path:
+    path = out / "time_split.png"
+    its = [r["iteration"] for r in rows]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    bottom = [0.0] * len(rows)
+    for phase in PHASES:
+        vals = [float(r.get(f"time/{phase}_seconds") or 0.0) for r in rows]
+        ax.bar(its, vals, bottom=bottom, label=phase, width=1.0)
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("seconds")
+    ax.set_title("time per phase")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def plot_run(run_dir: str | Path, out: str | Path | None = None) -> list[Path]:
+    """Write the three figures for `run_dir`; returns their paths."""
+    run_dir = Path(run_dir)
+    rows = load_rows(run_dir)
+    if not rows:
+        raise ValueError(f"{run_dir}/metrics.jsonl has no rows yet")
+    out = Path(out) if out else run_dir / "plots"
+    out.mkdir(parents=True, exist_ok=True)
+    return [plot_evaluation(rows, out), plot_losses(rows, out), plot_time_split(rows, out)]
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run_dir", help="a run directory holding metrics.jsonl")
+    parser.add_argument("--out", help="output directory (default: RUN_DIR/plots)")
+    args = parser.parse_args(argv)
+    try:
+        paths = plot_run(args.run_dir, args.out)
+    except (FileNotFoundError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    for p in paths:
+        print(f"wrote {p}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,173 @@
+"""Training runs: directory layout, metrics, exact resume, and bad input from the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+
+from lcjax import cli
+from lcjax.config import config_from_dict, save_config
+from lcjax.run import RunError, read_metrics, train
+
+# A tiny Kuhn run: compiles in seconds and exercises every phase of the driver.
+TINY = {
+    "game": "kuhn",
+    "run": {"name": "tiny", "seed": 3, "max_iterations": 4},
+    "network": {"hidden_size": 8, "num_layers": 1},
+    "traversal": {
+        "scheme": "external",
+        "traversals_per_player": 32,
+        "traversal_batch": 32,
+        "max_depth": 4,
+        "max_advantage": 4,
+        "max_strategy": 4,
+    },
+    "optimization": {"advantage_steps": 4, "advantage_batch": 16, "strategy_steps": 4, "strategy_batch": 16},
+    "memory": {"advantage_capacity": 256, "strategy_capacity": 256},
+    "checkpoint": {"save_every": 2, "keep": 3},
+    "evaluation": {"eval_every": 2},
+}
+TIMING = ("time/",)
+
+
+def _strip_timings(rows):
+    return [{k: v for k, v in r.items() if not k.startswith(TIMING) and not k.endswith("nodes_per_second")} for r in rows]
+
+
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory):
+    """A 4-iteration run straight through."""
+    root = tmp_path_factory.mktemp("runs")
+    return train(config_from_dict(TINY), run_dir=root / "straight")
+
+
+def test_run_directory_layout_and_metrics(straight):
+    run = Path(straight.run_dir)
+    assert (run / "config.yaml").exists()
+    rows = read_metrics(run)
+    assert [r["iteration"] for r in rows] == [1, 2, 3, 4]
+    for key in (
+        "time/iteration_seconds",
+        "time/traversal_seconds",
+        "time/advantage_train_seconds",
+        "time/strategy_train_seconds",
+        "time/memory_add_seconds",
+        "time/checkpoint_seconds",
+        "time/evaluation_seconds",
+        "traversal/nodes",
+        "traversal/samples",
+        "traversal/nodes_per_second",
+        "memory/advantage_0",
+        "memory/advantage_1",
+        "memory/strategy",
+        "loss/advantage_0",
+        "loss/advantage_1",
+        "loss/strategy",
+    ):
+        assert key in rows[0], key
+    assert "eval/exploitability" in rows[1] and "eval/exploitability" not in rows[0]
+    assert 0 <= rows[3]["eval/exploitability"] < 1
+    assert rows[1]["time/checkpoint_seconds"] > 0 and rows[0]["time/checkpoint_seconds"] == 0
+    steps = sorted(int(p.name) for p in (run / "checkpoints").iterdir() if p.name.isdigit())
+    assert steps == [2, 4]
+    assert straight.stopped_by == "max_iterations" and straight.iteration == 4
+
+
+def test_resume_continues_exactly(straight, tmp_path):
+    config = config_from_dict(TINY)
+    first = train(config, run_dir=tmp_path / "resumed", max_iterations=2)
+    assert first.iteration == 2
+    resumed = train(None, resume=tmp_path / "resumed")
+    assert resumed.iteration == 4
+    a = jax.tree_util.tree_leaves(straight.state)
+    b = jax.tree_util.tree_leaves(resumed.state)
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+            x, y = jax.random.key_data(x), jax.random.key_data(y)
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    assert _strip_timings(read_metrics(straight.run_dir)) == _strip_timings(read_metrics(tmp_path / "resumed"))
+
+
+def test_resume_drops_rows_written_after_the_checkpoint(tmp_path):
+    config = config_from_dict(TINY)
+    train(config, run_dir=tmp_path / "r", max_iterations=2)
+    metrics = tmp_path / "r" / "metrics.jsonl"
+    with open(metrics, "a") as f:  # a crash after logging iteration 3 but before its checkpoint
+        f.write(json.dumps({"iteration": 3, "loss/strategy": 123.0}) + "\n")
+        f.write('{"iteration": 4, "trunc')
+    resumed = train(None, resume=tmp_path / "r", max_iterations=3)
+    rows = read_metrics(tmp_path / "r")
+    assert [r["iteration"] for r in rows] == [1, 2, 3]
+    assert rows[2]["loss/strategy"] != 123.0 and resumed.iteration == 3
+
+
+def test_resume_with_incompatible_config_is_refused(tmp_path):
+    train(config_from_dict(TINY), run_dir=tmp_path / "r", max_iterations=2)
+    changed = dict(TINY, network={"hidden_size": 16, "num_layers": 1})
+    with pytest.raises(RunError, match="network.hidden_size"):
+        train(config_from_dict(changed), resume=tmp_path / "r")
+
+
+def test_existing_run_directory_is_not_overwritten(tmp_path):
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "keep.txt").write_text("mine")
+    with pytest.raises(RunError, match="already exists"):
+        train(config_from_dict(TINY), run_dir=tmp_path / "taken")
+    assert (tmp_path / "taken" / "keep.txt").read_text() == "mine"
+
+
+# ----------------------------------------------------------------------------- CLI errors
+def _error_line(capsys):
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: "), err
+    return err[0]
+
+
+def test_cli_missing_config(tmp_path, capsys):
+    assert cli.main(["train", "--config", str(tmp_path / "nope.yaml"), "--runs-root", str(tmp_path)]) == 2
+    assert "nope.yaml" in _error_line(capsys)
+
+
+def test_cli_malformed_config(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("run:\n  seed: [1, 2\n")
+    assert cli.main(["train", "--config", str(bad), "--runs-root", str(tmp_path)]) == 2
+    assert "bad.yaml" in _error_line(capsys)
+    assert not (tmp_path / "runs").exists()
+
+
+def test_cli_bad_override(tmp_path, capsys):
+    good = tmp_path / "good.yaml"
+    save_config(config_from_dict(TINY), good)
+    assert cli.main(["train", "--config", str(good), "--set", "traversal.traversals_per_player=abc"]) == 2
+    assert "traversal.traversals_per_player" in _error_line(capsys)
+
+
+def test_cli_missing_and_corrupt_checkpoints(straight, tmp_path, capsys):
+    assert cli.main(["evaluate", "--checkpoint", str(tmp_path / "nowhere")]) == 2
+    assert "nowhere" in _error_line(capsys)
+    # A run directory whose checkpoint files are damaged.
+    import shutil
+
+    broken = tmp_path / "broken"
+    shutil.copytree(straight.run_dir, broken)
+    for path in (broken / "checkpoints").rglob("*"):
+        if path.is_file() and path.stat().st_size > 0 and "metadata" not in path.name and path.suffix != ".txt":
+            path.write_bytes(b"\x00garbage")
+    assert cli.main(["evaluate", "--checkpoint", str(broken)]) == 2
+    assert "broken" in _error_line(capsys)
+
+
+def test_cli_resume_missing_run(tmp_path, capsys):
+    assert cli.main(["train", "--resume", str(tmp_path / "ghost")]) == 2
+    assert "ghost" in _error_line(capsys)
+
+
+def test_cli_evaluate_small_game(straight, capsys):
+    assert cli.main(["evaluate", "--checkpoint", str(straight.run_dir)]) == 0
+    assert "exploitability" in capsys.readouterr().out
