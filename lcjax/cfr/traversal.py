@@ -102,6 +102,32 @@ def current_strategy(apply_fn: ApplyFn, params: tuple[Params, Params], obs: Arra
     return regret_matching(regrets, mask)
 
 
+def batch_strategy(
+    apply_fn: ApplyFn, params: tuple[Params, Params], obs: Array, mask: Array, player: Array, live: Array
+) -> Array:
+    """`current_strategy` for an explicit batch, running one network when it can.
+
+    When every live row has the same acting player only that player's network runs (a
+    `lax.cond` on the whole batch); otherwise both run and each row keeps its own. Games
+    whose turns alternate in lockstep (Lost Cities rollouts grouped by player) pay for one
+    forward instead of two.
+
+    Args:
+      obs: float32[B, D]; mask: bool[B, A]; player: int32[B]; live: bool[B].
+    """
+    first = player[jnp.argmax(live)]
+    same = jnp.all(~live | (player == first))
+
+    def one(x):
+        return jax.lax.cond(first == 0, lambda y: apply_fn(params[0], y), lambda y: apply_fn(params[1], y), x)
+
+    def both(x):
+        return jnp.where((player == 0)[:, None], apply_fn(params[0], x), apply_fn(params[1], x))
+
+    regrets = jax.lax.cond(same, one, both, obs)
+    return regret_matching(regrets, mask)
+
+
 def _sample_action(key: Array, probs: Array) -> Array:
     """An action drawn from `probs` (float32[A]) with one uniform draw."""
     cdf = jnp.cumsum(probs)
@@ -246,23 +272,20 @@ def _external_one(game, apply_fn, cfg: ExternalConfig, params, traverser, iterat
         later = (actions > p_action) & masks[parent]
         p_next = jnp.where(later.any(), jnp.argmax(later), a_size).astype(jnp.int32)
         nxt = nxt.at[parent].set(jnp.where(has_parent, p_next, nxt[parent]))
-        parent_state = _tree_get(c["frames"], parent)
         sibling = has_parent & (p_next < a_size)
 
         # Frame updates: replace in place (opponent move, next sibling) or push a child.
+        # One `step` serves all three cases: pick its input state and action first.
         push = trav_node
-        target = jnp.where(push, sp + 1, sp)
+        target = jnp.minimum(jnp.where(push, sp + 1, sp), depth - 1)
         overflow = push & (sp + 1 >= depth)
-        move_state = game.step(top, opp_action)
-        child_state = game.step(top, first)
-        sibling_state = game.step(parent_state, jnp.minimum(p_next, a_size - 1))
-        new_state = _tree_select(opp_node, move_state, _tree_select(push, child_state, sibling_state))
-        write_frame = opp_node | push | sibling
+        source = _tree_select(sibling, _tree_get(c["frames"], parent), top)
+        action = jnp.where(opp_node, opp_action, jnp.where(push, first, jnp.minimum(p_next, a_size - 1)))
+        new_state = game.step(source, action)
+        write = (opp_node | push | sibling) & ~overflow
         frames = c["frames"]
-        frames = _tree_set(frames, jnp.minimum(target, depth - 1), _tree_select(write_frame & ~overflow, new_state, _tree_get(frames, jnp.minimum(target, depth - 1))))
-        evaluated_arr = evaluated_arr.at[jnp.minimum(target, depth - 1)].set(
-            jnp.where(write_frame & ~overflow, False, evaluated_arr[jnp.minimum(target, depth - 1)])
-        )
+        frames = _tree_set(frames, target, _tree_select(write, new_state, _tree_get(frames, target)))
+        evaluated_arr = evaluated_arr.at[target].set(jnp.where(write, False, evaluated_arr[target]))
         # A returning frame whose parent has no more actions pops; the parent finishes next.
         pop = returning & ~sibling
         new_sp = jnp.where(push, sp + 1, jnp.where(pop, sp - 1, sp))
@@ -351,7 +374,8 @@ class ProbeConfig(NamedTuple):
       max_strategy: strategy samples kept per traversal (one per opponent node).
       max_steps: bound on the main trajectory's and each rollout's length (a game longer
         than this is cut short and counted as truncated).
-      rollout_batch: rollouts advanced together per chunk (bounds memory; 0 = all at once).
+      rollout_batch: rollouts advanced together per chunk (bounds memory; 0 = min(all, 2048)).
+        Real rollouts are packed first, so chunks holding none cost nothing.
     """
 
     branch_probability: float
@@ -422,7 +446,7 @@ def _rollouts(game, apply_fn, max_steps, params, traverser, states, keys):
         player = s.current_player
         mask = jax.vmap(game.legal_action_mask)(s)
         obs = jax.vmap(game.observe)(s, player)
-        sigma = current_strategy(apply_fn, params, obs, mask, player)
+        sigma = batch_strategy(apply_fn, params, obs, mask, player, live)
         action = jax.vmap(_sample_action)(sub, sigma)
         s = jax.vmap(game.step)(s, action)
         return s, k, nodes + jnp.sum(live).astype(jnp.int32), steps + 1
@@ -481,24 +505,30 @@ def probe_sampling(
     # Illegal or unused pairs start terminated, so they cost no loop iterations of their own.
     flat_children = flat_children._replace(terminated=flat_children.terminated | ~pair_valid)
 
+    # Compact: real rollouts first, grouped by the player to move, so that chunks past the
+    # last real rollout end at once and rollouts of one chunk tend to move in lockstep.
     total = b * p * a_size
-    chunk = cfg.rollout_batch if cfg.rollout_batch > 0 else total
+    sort_key = (~pair_valid).astype(jnp.int32) * 2 + flat_children.current_player
+    order = jnp.argsort(sort_key, stable=True)
+    ordered = jax.tree_util.tree_map(lambda x: x[order], flat_children)
+    ordered_keys = pair_keys[order]
+    chunk = cfg.rollout_batch if cfg.rollout_batch > 0 else min(total, 2048)
     n_chunks = -(-total // chunk)
     pad = n_chunks * chunk - total
-    padded = jax.tree_util.tree_map(
-        lambda x: jnp.concatenate([x, jnp.repeat(x[:1], pad, axis=0)]) if pad else x, flat_children
-    )
-    padded = padded._replace(terminated=padded.terminated.at[total:].set(True) if pad else padded.terminated)
-    padded_keys = jnp.concatenate([pair_keys, jnp.repeat(pair_keys[:1], pad, axis=0)]) if pad else pair_keys
-    chunked = jax.tree_util.tree_map(lambda x: x.reshape((n_chunks, chunk) + x.shape[1:]), (padded, padded_keys))
+    if pad:
+        ordered = jax.tree_util.tree_map(lambda x: jnp.concatenate([x, jnp.repeat(x[:1], pad, axis=0)]), ordered)
+        ordered = ordered._replace(terminated=ordered.terminated.at[total:].set(True))
+        ordered_keys = jnp.concatenate([ordered_keys, jnp.repeat(ordered_keys[:1], pad, axis=0)])
+    chunked = jax.tree_util.tree_map(lambda x: x.reshape((n_chunks, chunk) + x.shape[1:]), (ordered, ordered_keys))
 
     def run_chunk(_, xs):
         s, k = xs
         g, n, tr = _rollouts(game, apply_fn, cfg.max_steps, params, traverser, s, k)
         return None, (g, n, tr)
 
-    _, (g, roll_nodes, roll_trunc) = jax.lax.scan(run_chunk, None, chunked)
-    g = g.reshape(-1)[:total].reshape(b * p, a_size)
+    _, (g_sorted, roll_nodes, roll_trunc) = jax.lax.scan(run_chunk, None, chunked)
+    g = jnp.zeros((total,), jnp.float32).at[order].set(g_sorted.reshape(-1)[:total])
+    g = g.reshape(b * p, a_size)
     # Count only real rollouts' states: pairs that started terminated visited nothing.
     roll_nodes = jnp.sum(roll_nodes) - jnp.int32(n_chunks * chunk) + jnp.sum(pair_valid).astype(jnp.int32)
     g = jnp.where(masks, g, 0.0)
