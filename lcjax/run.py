@@ -44,6 +44,21 @@ CHECKPOINT_DIR = "checkpoints"
 RESUMABLE_SECTIONS = ("run", "checkpoint", "evaluation")
 
 
+_SOLVERS: dict[tuple, DeepCFR] = {}
+
+
+def make_solver(config: Config) -> DeepCFR:
+    """The DeepCFR for `config`, one per (game, rules, solver config) in this process.
+
+    The solver holds only compiled functions (all run data is in SolverState), so sharing
+    it lets a resumed run, an evaluation or a notebook reuse what an earlier run compiled.
+    """
+    key = (config.game, config.rules, solver_config(config))
+    if key not in _SOLVERS:
+        _SOLVERS[key] = DeepCFR(make_game(config), key[2])
+    return _SOLVERS[key]
+
+
 class RunError(ValueError):
     """A run cannot start or resume; the message is one line naming the problem."""
 
@@ -210,8 +225,7 @@ def train(
         if run_path.exists():
             raise RunError(f"run directory {run_path} already exists; refusing to overwrite it")
 
-    game = make_game(config)
-    solver = DeepCFR(game, solver_config(config))
+    solver = make_solver(config)
     metrics_path = run_path / METRICS_FILE
 
     if resume is not None:
@@ -319,7 +333,7 @@ def load_run(run_dir: str | os.PathLike, step: int | None = None, *, with_memory
         config = load_config(run_path / CONFIG_FILE)
     except ConfigError as err:
         raise RunError(f"{run_path / CONFIG_FILE}: {err}") from err
-    solver = DeepCFR(make_game(config), solver_config(config))
+    solver = make_solver(config)
     try:
         ckpt = Checkpointer.open(run_path / CHECKPOINT_DIR, create=False)
         template = _template(solver, config, abstract=True)
