@@ -63,6 +63,7 @@ PRECISIONS = ("float32", "bfloat16", "auto")
 STORAGE_DTYPES = ("float32", "bfloat16")
 SCHEMES = ("external", "probe")
 STRATEGY_LOSSES = ("cross_entropy", "mse")
+LR_SCHEDULES = ("constant", "cosine", "linear")
 EVAL_POLICIES = ("average", "current")
 # Backends on which precision "auto" means bfloat16 (anything else: float32).
 _ACCELERATOR_BACKENDS = ("gpu", "cuda", "rocm", "tpu")
@@ -316,6 +317,11 @@ class OptimizationConfig:
     warm_start: bool = _field(False, _Bool())
     strategy_loss: str = _field("cross_entropy", _Choice(STRATEGY_LOSSES))
     strategy_train_every: int = _field(1, _POSITIVE)
+    strategy_learning_rate: float = _field(0.0, _Float(0.0))
+    lr_schedule: str = _field("constant", _Choice(LR_SCHEDULES))
+    advantage_weight_power: float = _field(1.0, _Float(0.0, hi=4.0))
+    strategy_weight_power: float = _field(1.0, _Float(0.0, hi=4.0))
+    fast_compile: bool = _field(False, _Bool())
 
 
 @dataclasses.dataclass(frozen=True)

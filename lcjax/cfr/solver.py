@@ -5,10 +5,17 @@ compiles each phase once:
 
 * traversal (`external` or `probe`, see `lcjax.cfr.traversal`), in chunks of
   `traversal_batch` traversals so memory stays bounded;
-* memory add: on-device reservoir insertion of the chunk's valid samples;
-* advantage training: the traverser's advantage network, from scratch by default, for
-  `advantage_steps` Adam steps on minibatches drawn from its reservoir, in one `lax.scan`;
-* strategy training: the average-strategy network on the strategy reservoir.
+* memory add: on-device reservoir insertion of the chunk's valid samples, each weighted
+  t ** `*_weight_power` (Linear CFR by default);
+* advantage training: the traverser's advantage network, from scratch by default (or
+  continued, `warm_start`), for `advantage_steps` Adam steps on minibatches drawn from its
+  reservoir, in one `lax.scan`;
+* strategy training: the average-strategy network on the strategy reservoir, every
+  `strategy_train_every` iterations.
+
+The first `iteration` compiles all phases side by side in threads (`precompile`), and
+solvers built for an equal (game, config) pair share their compiled phases.
+`small_game_config` holds tuned settings for Kuhn and Leduc poker.
 
 All solver data lives in `SolverState`, a pytree (networks, optimizer states, memories, PRNG
 key, iteration counter), so a run is checkpointed and resumed by saving that pytree.
@@ -18,9 +25,11 @@ key, iteration counter), so a run is checkpointed and resumed by saving that pyt
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import functools
 import math
+import os
 import time
 from typing import Any, NamedTuple
 
@@ -32,14 +41,15 @@ import optax
 from lcjax.cfr import traversal as tr
 from lcjax.cfr.memory import Reservoir, reservoir_add, reservoir_init
 from lcjax.cfr.networks import NetworkSpec, init_params, make_apply, network_graphdef
-from lcjax.cfr.policy import average_policy, bind, current_policy
+from lcjax.cfr.policy import average_policy, current_policy
 from lcjax.cfr.samples import AdvantageSample, StrategySample
-from lcjax.cfr.training import advantage_loss, make_optimizer, make_train_fn, strategy_loss
+from lcjax.cfr.training import advantage_loss, make_optimizer, strategy_loss, train_steps
 
 Array = jax.Array
 Params = Any
 
 SCHEMES = ("external", "probe")
+LR_SCHEDULES = ("constant", "cosine", "linear")
 PRECISIONS = ("float32", "bfloat16")
 STRATEGY_LOSSES = ("cross_entropy", "mse")
 
@@ -67,14 +77,26 @@ class SolverConfig:
       advantage_steps, advantage_batch: Adam steps and minibatch size per advantage phase.
       strategy_steps, strategy_batch: the same for the strategy network.
       learning_rate: Adam learning rate.
+      strategy_learning_rate: the strategy network's Adam learning rate (0 = learning_rate).
+      lr_schedule: "constant", or "cosine"/"linear": within every training phase the rate
+        decays from `learning_rate` to 0 over the phase's steps (restarting each phase, also
+        for networks that continue from their previous parameters), so each phase ends on a
+        low-noise fit.
       grad_clip: global gradient-norm clip (0 = none).
       warm_start: continue the advantage networks from the last iteration instead of
         re-initializing them.
       strategy_loss: "cross_entropy" or "mse".
+      advantage_weight_power, strategy_weight_power: a sample of iteration t weighs
+        t ** power in its network's loss: 1 is Linear CFR, 0 weighs every iteration alike
+        (vanilla CFR regrets, uniform average strategy), 2 favours recent iterations more
+        (as DCFR's gamma = 2 does for the average strategy). The reservoirs store the weight.
       strategy_train_every: train the strategy network every this many iterations (it
         always continues from its previous parameters; the reservoir holds all data).
       advantage_capacity, strategy_capacity: reservoir sizes (items).
       observation_storage: dtype observations are stored in, "float32" or "bfloat16".
+      fast_compile: compile the phases with cheaper XLA CPU settings (LLVM -O1, classic
+        fusion emitters): about a third less compile time on CPU, at some cost in speed for
+        large networks; worth it for short runs. Ignored where this XLA lacks the options.
     """
 
     scheme: str = "external"
@@ -98,13 +120,18 @@ class SolverConfig:
     strategy_steps: int = 200
     strategy_batch: int = 512
     learning_rate: float = 1e-3
+    strategy_learning_rate: float = 0.0
+    lr_schedule: str = "constant"
     grad_clip: float = 1.0
     warm_start: bool = False
     strategy_loss: str = "cross_entropy"
+    advantage_weight_power: float = 1.0
+    strategy_weight_power: float = 1.0
     strategy_train_every: int = 1
     advantage_capacity: int = 1_000_000
     strategy_capacity: int = 1_000_000
     observation_storage: str = "float32"
+    fast_compile: bool = False
 
     def __post_init__(self):
         def need(ok, field, allowed):
@@ -114,6 +141,7 @@ class SolverConfig:
         need(self.scheme in SCHEMES, "scheme", f"allowed: {', '.join(SCHEMES)}")
         need(self.precision in PRECISIONS, "precision", f"allowed: {', '.join(PRECISIONS)}")
         need(self.observation_storage in PRECISIONS, "observation_storage", f"allowed: {', '.join(PRECISIONS)}")
+        need(self.lr_schedule in LR_SCHEDULES, "lr_schedule", f"allowed: {', '.join(LR_SCHEDULES)}")
         need(self.strategy_loss in STRATEGY_LOSSES, "strategy_loss", f"allowed: {', '.join(STRATEGY_LOSSES)}")
         need(0.0 < self.branch_probability <= 1.0, "branch_probability", "must be in (0, 1]")
         for name in (
@@ -125,11 +153,109 @@ class SolverConfig:
         for name in ("num_layers", "node_budget", "rollout_batch"):
             need(isinstance(getattr(self, name), int) and getattr(self, name) >= 0, name, "must be an integer >= 0")
         need(self.learning_rate > 0, "learning_rate", "must be positive")
+        need(self.strategy_learning_rate >= 0, "strategy_learning_rate", "must be >= 0 (0 = learning_rate)")
         need(self.grad_clip >= 0, "grad_clip", "must be >= 0")
+        for name in ("advantage_weight_power", "strategy_weight_power"):
+            need(0.0 <= getattr(self, name) <= 4.0, name, "must be in [0, 4]")
 
     @property
     def num_chunks(self) -> int:
         return math.ceil(self.traversals_per_player / self.traversal_batch)
+
+
+# Per-game defaults for the small benchmark games, tuned with `scripts/solve_small.py` on a
+# 2-core CPU (see that script); fields not listed keep SolverConfig's defaults.
+_SMALL_GAME_DEFAULTS: dict[tuple[str, str], dict[str, Any]] = {}
+# Kuhn: tiny networks; fast compilation matters most in a 60 s budget. Warm-started advantage
+# networks with a per-phase cosine learning rate fit far better than ones retrained from
+# scratch in the same number of steps, and regrets weighted t^2 (more forgetting than Linear
+# CFR) gave the steadiest decline. Buffers: a Kuhn traversal makes at most 2 traverser and 2
+# opponent decisions.
+_KUHN = dict(
+    traversals_per_player=256, traversal_batch=256, hidden_size=32, num_layers=2,
+    advantage_steps=100, advantage_batch=256, strategy_steps=100, strategy_batch=1024,
+    learning_rate=1e-3, lr_schedule="cosine", warm_start=True, advantage_weight_power=2.0,
+    advantage_capacity=200_000, strategy_capacity=200_000, fast_compile=True,
+)
+_SMALL_GAME_DEFAULTS["kuhn", "external"] = dict(_KUHN, max_depth=3, max_advantage=2, max_strategy=2)
+_SMALL_GAME_DEFAULTS["kuhn", "probe"] = dict(_KUHN, branch_probability=0.5, max_probes=2, max_steps=4, max_strategy=2)
+# Leduc: on CPU the advantage training dominates an iteration (traversal is a few percent),
+# and a 64x2 network underfits the regrets badly; 128x3 with batch 1024 at 3e-3 fits them
+# about twice as well per phase. The strategy network tracks the average of the sampled
+# strategies closely, so it trains every 5 iterations only. Buffers: an external traversal
+# makes at most 12 traverser and 12 opponent decisions, a path at most 4 traverser ones, and
+# a game lasts at most 8 moves.
+_LEDUC = dict(
+    traversals_per_player=1024, traversal_batch=1024, hidden_size=128, num_layers=3,
+    advantage_steps=200, advantage_batch=1024, strategy_steps=200, strategy_batch=1024,
+    learning_rate=3e-3, lr_schedule="cosine", warm_start=True, advantage_weight_power=2.0,
+    strategy_train_every=5, advantage_capacity=2_000_000, strategy_capacity=2_000_000,
+)
+_SMALL_GAME_DEFAULTS["leduc", "external"] = dict(_LEDUC, max_depth=5, max_advantage=12, max_strategy=12)
+_SMALL_GAME_DEFAULTS["leduc", "probe"] = dict(_LEDUC, branch_probability=0.5, max_probes=4, max_steps=10, max_strategy=4)
+
+
+_FAST_COMPILE = {"xla_backend_optimization_level": 1, "xla_cpu_use_fusion_emitters": False}
+
+
+@functools.lru_cache(maxsize=None)
+def _fast_compile_options() -> dict[str, Any] | None:
+    """`_FAST_COMPILE` where the default backend is a CPU that accepts it, else None."""
+    if jax.default_backend() != "cpu":
+        return None
+    try:
+        jax.jit(lambda x: x + 1, compiler_options=_FAST_COMPILE).lower(jnp.float32(0)).compile()
+    except Exception:  # an XLA without these options: compile as usual
+        return None
+    return dict(_FAST_COMPILE)
+
+
+def _add_weighted(power: float, key, reservoir, items, valid):
+    """`reservoir_add` with each sample's weight t replaced by t ** power (1 = Linear CFR)."""
+    if power != 1.0:
+        items = items._replace(iteration=items.iteration.astype(jnp.float32) ** power)
+    return reservoir_add(key, reservoir, items, valid)
+
+
+def _phase_schedule(learning_rate: float, kind: str, num_steps: int):
+    """The learning rate as a function of the optimizer's update count (see `lr_schedule`).
+
+    A phase applies `num_steps` updates, so `count % num_steps` is the position within the
+    current phase whether the optimizer state is fresh or continued.
+    """
+    if kind == "constant":
+        return learning_rate
+
+    def schedule(count):
+        frac = (count % num_steps).astype(jnp.float32) / num_steps
+        if kind == "cosine":
+            return learning_rate * 0.5 * (1.0 + jnp.cos(jnp.pi * frac))
+        return learning_rate * (1.0 - frac)
+
+    return schedule
+
+
+def small_game_config(game_name: str, scheme: str = "external", **overrides: Any) -> SolverConfig:
+    """The tuned SolverConfig for Kuhn or Leduc poker with `scheme`, with `overrides` applied.
+
+    Args:
+      game_name: "kuhn" or "leduc" (OpenSpiel's "kuhn_poker"/"leduc_poker" also work).
+      scheme: "external" or "probe".
+      **overrides: SolverConfig fields that replace the tuned values.
+
+    Raises:
+      ValueError: unknown game or scheme, or an override that is not a SolverConfig field
+        (SolverConfig itself rejects invalid values).
+    """
+    name = game_name.removesuffix("_poker")
+    if (name, scheme) not in _SMALL_GAME_DEFAULTS:
+        games = sorted({g for g, _ in _SMALL_GAME_DEFAULTS})
+        raise ValueError(f"no small-game config for game={game_name!r} scheme={scheme!r}: games {games}, schemes {SCHEMES}")
+    fields = {f.name for f in dataclasses.fields(SolverConfig)}
+    unknown = sorted(set(overrides) - fields)
+    if unknown:
+        raise ValueError(f"not SolverConfig fields: {', '.join(unknown)}")
+    return SolverConfig(scheme=scheme, **{**_SMALL_GAME_DEFAULTS[name, scheme], **overrides})
 
 
 class SolverState(NamedTuple):
@@ -156,20 +282,16 @@ class SolverState(NamedTuple):
     strategy_memory: Reservoir
 
 
-class DeepCFR:
-    """A Deep CFR solver for `game` with `config`; see the module docstring.
+class _Phases:
+    """The jitted phases of one (game, config), shared by every DeepCFR built for that pair.
 
-    Attributes:
-      game: the game.
-      config: the SolverConfig.
-      spec: the NetworkSpec shared by the three networks.
-      apply_fn: the networks' forward `apply(params, x)`.
+    JAX caches compilations per function object, so solvers that share these objects compile
+    each phase once per process (a test suite, or a script run in-process after another).
     """
 
-    def __init__(self, game, config: SolverConfig = SolverConfig()):
-        self.game = game
-        self.config = config
+    def __init__(self, game, config: SolverConfig):
         c = config
+        self.config = config
         self.spec = NetworkSpec(
             in_size=game.observation_size,
             out_size=game.num_actions,
@@ -180,21 +302,33 @@ class DeepCFR:
             dtype=c.precision,
         )
         self.apply_fn = make_apply(network_graphdef(self.spec))
-        self.optimizer = make_optimizer(c.learning_rate, c.grad_clip if c.grad_clip > 0 else None)
-        self._train_advantage = make_train_fn(
-            apply_fn=self.apply_fn,
-            optimizer=self.optimizer,
-            loss_fn=advantage_loss,
-            num_steps=c.advantage_steps,
-            batch_size=c.advantage_batch,
+        clip = c.grad_clip if c.grad_clip > 0 else None
+        # Both optimizers have the same state structure (the schedule is not part of it), so
+        # `self.optimizer.init` serves both networks.
+        self.optimizer = make_optimizer(_phase_schedule(c.learning_rate, c.lr_schedule, c.advantage_steps), clip)
+        strategy_lr = c.strategy_learning_rate or c.learning_rate
+        strategy_optimizer = make_optimizer(_phase_schedule(strategy_lr, c.lr_schedule, c.strategy_steps), clip)
+        jit = functools.partial(jax.jit, compiler_options=_fast_compile_options() if c.fast_compile else None)
+        # `make_train_fn`'s program, jitted here so that it takes the compiler options.
+        self.train_advantage = jit(
+            functools.partial(
+                train_steps,
+                apply_fn=self.apply_fn,
+                optimizer=self.optimizer,
+                loss_fn=advantage_loss,
+                num_steps=c.advantage_steps,
+                batch_size=c.advantage_batch,
+            )
         )
-        self._strategy_loss = functools.partial(strategy_loss, kind=c.strategy_loss)
-        self._train_strategy = make_train_fn(
-            apply_fn=self.apply_fn,
-            optimizer=self.optimizer,
-            loss_fn=self._strategy_loss,
-            num_steps=c.strategy_steps,
-            batch_size=c.strategy_batch,
+        self.train_strategy = jit(
+            functools.partial(
+                train_steps,
+                apply_fn=self.apply_fn,
+                optimizer=strategy_optimizer,
+                loss_fn=functools.partial(strategy_loss, kind=c.strategy_loss),
+                num_steps=c.strategy_steps,
+                batch_size=c.strategy_batch,
+            )
         )
         if c.scheme == "external":
             cfg = tr.ExternalConfig(
@@ -210,15 +344,71 @@ class DeepCFR:
                 rollout_batch=c.rollout_batch,
             )
             traverse = functools.partial(tr.probe_sampling, game, self.apply_fn, cfg)
-        self._traverse = jax.jit(lambda params, player, t, key: traverse(params, player, t, key, c.traversal_batch))
-        self._add = jax.jit(reservoir_add, donate_argnums=(1,))
-        self._fresh_network = jax.jit(self._fresh_network_impl)
+        self.traverse = jit(lambda params, player, t, key: traverse(params, player, t, key, c.traversal_batch))
+        self.add_advantage = jit(functools.partial(_add_weighted, c.advantage_weight_power), donate_argnums=(1,))
+        self.add_strategy = jit(functools.partial(_add_weighted, c.strategy_weight_power), donate_argnums=(1,))
+        self.fresh_network = jax.jit(self._fresh_network)
+        self.iteration_keys = jax.jit(self._iteration_keys)
+        # Reading a policy off new parameters never recompiles.
+        self.average_policy = jax.jit(average_policy(self.apply_fn))
+        self.current_policy = jax.jit(current_policy(self.apply_fn))
+        self.compiled = False
 
-    # ----------------------------------------------------------------- state
-    def _fresh_network_impl(self, key):
+    def _fresh_network(self, key):
         params = init_params(self.spec, key)
         return params, self.optimizer.init(params)
 
+    def _iteration_keys(self, key):
+        """(next state key, [2, chunks, 3] chunk keys (traverse, add advantage, add strategy),
+        [5] keys: player 0's (init, train), player 1's (init, train), strategy train)."""
+        n = self.config.num_chunks
+        key, k_chunks, k_rest = jax.random.split(key, 3)
+        return key, jax.random.split(k_chunks, 2 * n * 3).reshape(2, n, 3), jax.random.split(k_rest, 5)
+
+
+@functools.lru_cache(maxsize=16)
+def _cached_phases(game, config: SolverConfig) -> _Phases:
+    return _Phases(game, config)
+
+
+def _phases(game, config: SolverConfig) -> _Phases:
+    try:
+        hash(game)
+    except TypeError:  # an unhashable game gets its own phases
+        return _Phases(game, config)
+    return _cached_phases(game, config)
+
+
+class DeepCFR:
+    """A Deep CFR solver for `game` with `config`; see the module docstring.
+
+    Attributes:
+      game: the game.
+      config: the SolverConfig.
+      spec: the NetworkSpec shared by the three networks.
+      apply_fn: the networks' forward `apply(params, x)`.
+    """
+
+    def __init__(self, game, config: SolverConfig = SolverConfig()):
+        self.game = game
+        self.config = config
+        phases = _phases(game, config)
+        self._phases = phases
+        self.spec = phases.spec
+        self.apply_fn = phases.apply_fn
+        self.optimizer = phases.optimizer
+        self._train_advantage = phases.train_advantage
+        self._train_strategy = phases.train_strategy
+        self._traverse = phases.traverse
+        self._add_advantage = phases.add_advantage
+        self._add_strategy = phases.add_strategy
+        self._fresh_network = phases.fresh_network
+        self._iteration_keys = phases.iteration_keys
+        self._average_policy = phases.average_policy
+        self._current_policy = phases.current_policy
+        self._players = (jnp.int32(0), jnp.int32(1))
+
+    # ----------------------------------------------------------------- state
     def _example_samples(self):
         d, a = self.game.observation_size, self.game.num_actions
         obs = jax.ShapeDtypeStruct((d,), jnp.float32)
@@ -249,6 +439,35 @@ class DeepCFR:
             strategy_memory=reservoir_init(c.strategy_capacity, strat_example, strat_store),
         )
 
+    # ----------------------------------------------------------------- compilation
+    def precompile(self, state: SolverState) -> float:
+        """Compile every phase for `state`'s shapes, in parallel threads; once per solver.
+
+        `iteration` calls it on its first run. XLA's compilations run outside the GIL, so on
+        a multi-core host compiling the phases side by side shortens the first iteration.
+        Returns the seconds it took (0 once compiled).
+        """
+        if self._phases.compiled:
+            return 0.0
+        t0 = time.perf_counter()
+        key, chunk_keys, keys = self._iteration_keys(state.key)
+        t_next = (state.iteration + 1).astype(jnp.float32)
+        k = chunk_keys[0, 0, 0]
+        trav_args = (state.advantage_params, self._players[0], t_next, k)
+        result = jax.eval_shape(self._traverse, *trav_args)
+        lowered = [
+            self._traverse.lower(*trav_args),
+            self._add_advantage.lower(k, state.advantage_memory[0], result.advantage, result.advantage_valid),
+            self._add_strategy.lower(k, state.strategy_memory, result.strategy, result.strategy_valid),
+            self._train_advantage.lower(k, state.advantage_params[0], state.advantage_opt[0], state.advantage_memory[0]),
+            self._train_strategy.lower(k, state.strategy_params, state.strategy_opt, state.strategy_memory),
+        ]
+        with concurrent.futures.ThreadPoolExecutor(max_workers=min(len(lowered), os.cpu_count() or 1)) as pool:
+            # Compiling populates each jitted function's cache, so later calls reuse it.
+            list(pool.map(lambda lowered: lowered.compile(), lowered))
+        self._phases.compiled = True
+        return time.perf_counter() - t0
+
     # ----------------------------------------------------------------- phases
     def traverse(self, state: SolverState, player: int, key: Array) -> tr.TraversalResult:
         """One chunk of `traversal_batch` traversals for `player` at iteration t + 1."""
@@ -258,13 +477,17 @@ class DeepCFR:
     def iteration(self, state: SolverState) -> tuple[SolverState, dict[str, float]]:
         """One Deep CFR iteration; returns the new state and its metrics (host floats).
 
-        Metrics: `time/*_seconds` per phase, `traversal/*` counters, `memory/*` sizes,
-        `loss/*` and `nonfinite/*` of the training phases.
+        Metrics: `iteration`; `time/*_seconds` per phase (traversal, memory_add,
+        advantage_train, strategy_train, compile: the first call's `precompile`, and the
+        whole iteration); `traversal/*` counters; `memory/*` sizes; `loss/*` and
+        `nonfinite/*` of the training phases (`*/strategy` only on iterations that train the
+        strategy network).
         """
         c = self.config
         t_start = time.perf_counter()
-        key, k_iter = jax.random.split(state.key)
-        keys = jax.random.split(k_iter, 8)
+        compile_seconds = self.precompile(state)
+        key, chunk_keys, keys = self._iteration_keys(state.key)
+        t_next = (state.iteration + 1).astype(jnp.float32)
         timing = {"traversal": 0.0, "memory_add": 0.0, "advantage_train": 0.0, "strategy_train": 0.0}
         totals = {f: 0 for f in tr.TraversalCounters._fields}
         adv_params = list(state.advantage_params)
@@ -273,24 +496,22 @@ class DeepCFR:
         strat_memory = state.strategy_memory
         metrics: dict[str, float] = {}
         for player in (0, 1):
-            chunk_keys = jax.random.split(keys[player], c.num_chunks)
             for chunk in range(c.num_chunks):
-                k_trav, k_adv, k_strat = jax.random.split(chunk_keys[chunk], 3)
+                k_trav, k_adv, k_strat = chunk_keys[player, chunk]
                 t0 = time.perf_counter()
-                result = jax.block_until_ready(
-                    self._traverse(tuple(adv_params), jnp.int32(player), (state.iteration + 1).astype(jnp.float32), k_trav)
-                )
+                result = jax.block_until_ready(self._traverse(tuple(adv_params), self._players[player], t_next, k_trav))
                 t1 = time.perf_counter()
-                adv_memory[player] = self._add(k_adv, adv_memory[player], result.advantage, result.advantage_valid)
-                strat_memory = self._add(k_strat, strat_memory, result.strategy, result.strategy_valid)
+                adv_memory[player] = self._add_advantage(k_adv, adv_memory[player], result.advantage, result.advantage_valid)
+                strat_memory = self._add_strategy(k_strat, strat_memory, result.strategy, result.strategy_valid)
                 jax.block_until_ready((adv_memory[player].size, strat_memory.size))
                 t2 = time.perf_counter()
                 timing["traversal"] += t1 - t0
                 timing["memory_add"] += t2 - t1
+                counters = jax.device_get(result.counters)  # one transfer for all counters
                 for f in totals:
-                    totals[f] += int(getattr(result.counters, f))
+                    totals[f] += int(getattr(counters, f))
             t0 = time.perf_counter()
-            k_init, k_train = jax.random.split(keys[2 + player])
+            k_init, k_train = keys[2 * player], keys[2 * player + 1]
             if c.warm_start:
                 params, opt = adv_params[player], adv_opt[player]
             else:
@@ -320,6 +541,7 @@ class DeepCFR:
         )
         for name, seconds in timing.items():
             metrics[f"time/{name}_seconds"] = seconds
+        metrics["time/compile_seconds"] = compile_seconds
         metrics["time/iteration_seconds"] = time.perf_counter() - t_start
         metrics["traversal/nodes"] = totals["nodes"]
         metrics["traversal/evaluations"] = totals["evaluations"]
@@ -334,11 +556,36 @@ class DeepCFR:
         metrics["memory/strategy"] = int(new_state.strategy_memory.size)
         return new_state, {"iteration": iteration, **metrics}
 
+    def train_strategy(self, state: SolverState) -> tuple[SolverState, dict[str, float]]:
+        """One extra strategy phase (`strategy_steps` steps) outside the iteration cadence.
+
+        For runs with `strategy_train_every > 1` that end (or are measured) between two
+        scheduled phases. The PRNG key advances, the iteration counter does not.
+
+        Returns the new state and `loss/strategy`, `nonfinite/strategy` and
+        `time/strategy_train_seconds`.
+        """
+        t0 = time.perf_counter()
+        key, k_train = jax.random.split(state.key)
+        params, opt, m = self._train_strategy(k_train, state.strategy_params, state.strategy_opt, state.strategy_memory)
+        metrics = {"loss/strategy": float(m.loss), "nonfinite/strategy": int(m.nonfinite_steps)}
+        metrics["time/strategy_train_seconds"] = time.perf_counter() - t0
+        return state._replace(key=key, strategy_params=params, strategy_opt=opt), metrics
+
     # ----------------------------------------------------------------- policies
     def average_policy_fn(self, state: SolverState):
         """The average policy as `(observations f32[N, D], masks bool[N, A]) -> f32[N, A]`."""
-        return bind(average_policy(self.apply_fn), state.strategy_params)
+        return _bound(self._average_policy, state.strategy_params)
 
     def current_policy_fn(self, state: SolverState, player: int):
         """Regret matching on `player`'s advantage network, as `(observations, masks) -> probs`."""
-        return bind(current_policy(self.apply_fn), state.advantage_params[player])
+        return _bound(self._current_policy, state.advantage_params[player])
+
+
+def _bound(jitted, params):
+    """`jitted(params, ·, ·)` as `(observations, masks) -> probs`, like `policy.bind`."""
+
+    def bound(observations, masks):
+        return jitted(params, jnp.asarray(observations, jnp.float32), jnp.asarray(masks, bool))
+
+    return bound

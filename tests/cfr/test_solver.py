@@ -1,0 +1,219 @@
+"""End-to-end tests of the Deep CFR solver on Kuhn poker.
+
+Compilation dominates on CPU, so every test here uses one tiny configuration (`TINY`) on one
+game object: solvers built for an equal (game, config) pair share their jitted phases, so
+the whole module compiles the solver once, including the in-process run of
+`scripts/solve_small.py`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import sys
+
+import jax
+import numpy as np
+import pytest
+
+from lcjax.cfr import exploitability as ex
+from lcjax.cfr.solver import DeepCFR, SolverConfig, small_game_config
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
+from scripts import solve_small  # noqa: E402
+
+GAME = solve_small.GAMES["kuhn"]
+# Small networks and batches; every field here is also passed to the script as --set.
+TINY = dict(
+    traversals_per_player=128,
+    traversal_batch=128,
+    hidden_size=16,
+    advantage_steps=100,
+    advantage_batch=128,
+    strategy_steps=100,
+    strategy_batch=128,
+    advantage_capacity=50_000,
+    strategy_capacity=50_000,
+    strategy_train_every=1,
+)
+SEED = 0
+TARGET = 0.05
+MAX_ITERATIONS = 40
+
+ITERATION_KEYS = {
+    "iteration",
+    "loss/advantage_0",
+    "loss/advantage_1",
+    "loss/strategy",
+    "nonfinite/advantage_0",
+    "nonfinite/advantage_1",
+    "nonfinite/strategy",
+    "time/traversal_seconds",
+    "time/memory_add_seconds",
+    "time/advantage_train_seconds",
+    "time/strategy_train_seconds",
+    "time/compile_seconds",
+    "time/iteration_seconds",
+    "traversal/nodes",
+    "traversal/evaluations",
+    "traversal/samples",
+    "traversal/advantage_samples",
+    "traversal/strategy_samples",
+    "traversal/dropped_samples",
+    "traversal/truncated",
+    "traversal/nodes_per_second",
+    "memory/advantage_0",
+    "memory/advantage_1",
+    "memory/strategy",
+}
+
+
+@pytest.fixture(scope="module")
+def config() -> SolverConfig:
+    return small_game_config("kuhn", "external", **TINY)
+
+
+@pytest.fixture(scope="module")
+def solver(config) -> DeepCFR:
+    return DeepCFR(GAME, config)
+
+
+@pytest.fixture(scope="module")
+def run(solver):
+    """Iterate from SEED until the average policy is within TARGET (or MAX_ITERATIONS).
+
+    Returns (final state, every iteration's metrics, [(iteration, exploitability)]).
+    """
+    state = solver.init(jax.random.key(SEED))
+    history, curve = [], []
+    for _ in range(MAX_ITERATIONS):
+        state, metrics = solver.iteration(state)
+        history.append(metrics)
+        value = ex.exploitability(GAME, solver.average_policy_fn(state))
+        curve.append((metrics["iteration"], value))
+        if value <= TARGET:
+            break
+    return state, history, curve
+
+
+def test_reaches_target_exploitability(run):
+    _, _, curve = run
+    assert curve[-1][1] <= TARGET, f"exploitability by iteration: {curve}"
+    # Well below the uniform policy's 0.458.
+    assert curve[0][1] < 0.46
+
+
+def test_metrics_have_documented_keys_and_sane_values(run, config):
+    _, history, _ = run
+    for i, m in enumerate(history, start=1):
+        assert set(m) == ITERATION_KEYS
+        assert m["iteration"] == i
+        for key, value in m.items():
+            assert math.isfinite(value), key
+            if key.startswith(("time/", "traversal/", "memory/", "nonfinite/")):
+                assert value >= 0, key
+        assert m["nonfinite/advantage_0"] == m["nonfinite/advantage_1"] == m["nonfinite/strategy"] == 0
+        # Kuhn: every external traversal visits 4 to 7 states and keeps all its samples.
+        assert 4 * 2 * config.traversals_per_player <= m["traversal/nodes"] <= 7 * 2 * config.traversals_per_player
+        assert m["traversal/evaluations"] < m["traversal/nodes"]
+        assert m["traversal/samples"] == m["traversal/advantage_samples"] + m["traversal/strategy_samples"]
+        assert m["traversal/advantage_samples"] > 0 and m["traversal/strategy_samples"] > 0
+        assert m["traversal/dropped_samples"] == 0 and m["traversal/truncated"] == 0
+        assert m["traversal/nodes_per_second"] > 0
+        assert 0 < m["memory/advantage_0"] <= config.advantage_capacity
+        assert 0 < m["memory/strategy"] <= config.strategy_capacity
+        assert m["time/iteration_seconds"] >= m["time/traversal_seconds"] + m["time/advantage_train_seconds"]
+        assert m["loss/advantage_0"] > 0 and m["loss/strategy"] > 0
+    # Memories only grow until full.
+    sizes = [m["memory/strategy"] for m in history]
+    assert sizes == sorted(sizes)
+    assert history[0]["memory/strategy"] == history[0]["traversal/strategy_samples"]
+
+
+def _leaves(state):
+    return [np.asarray(jax.random.key_data(x) if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key) else x)
+            for x in jax.tree_util.tree_leaves(state)]
+
+
+def test_same_seed_same_parameters(solver):
+    def two_iterations():
+        state = solver.init(jax.random.key(SEED + 1))
+        for _ in range(2):
+            state, _ = solver.iteration(state)
+        return state
+
+    a, b = two_iterations(), two_iterations()
+    for x, y in zip(_leaves(a), _leaves(b), strict=True):
+        np.testing.assert_array_equal(x, y)
+    # And a different seed gives different networks.
+    c = solver.init(jax.random.key(SEED + 2))
+    c, _ = solver.iteration(c)
+    assert not np.array_equal(
+        jax.tree_util.tree_leaves(a.strategy_params)[0], jax.tree_util.tree_leaves(c.strategy_params)[0]
+    )
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("scheme", "outcome"),
+        ("hidden_size", 0),
+        ("traversals_per_player", -1),
+        ("learning_rate", 0.0),
+        ("branch_probability", 1.5),
+        ("strategy_loss", "hinge"),
+        ("lr_schedule", "step"),
+        ("num_layers", -1),
+        ("grad_clip", -1.0),
+    ],
+)
+def test_bad_config_value_names_the_field(field, value):
+    with pytest.raises(ValueError, match=rf"\b{field}\b"):
+        SolverConfig(**{field: value})
+    if field != "scheme":  # small_game_config takes the scheme as its own argument
+        with pytest.raises(ValueError, match=rf"\b{field}\b"):
+            small_game_config("kuhn", "external", **{field: value})
+
+
+def test_small_game_config_rejects_unknown_names():
+    with pytest.raises(ValueError, match="hiden_size"):
+        small_game_config("kuhn", "external", hiden_size=8)
+    with pytest.raises(ValueError, match="go"):
+        small_game_config("go", "external")
+    assert small_game_config("leduc_poker", "probe") == small_game_config("leduc", "probe")
+    assert dataclasses.replace(small_game_config("kuhn", "external"), hidden_size=8) == small_game_config(
+        "kuhn", "external", hidden_size=8
+    )
+
+
+def test_script_policy_loads_into_openspiel(tmp_path):
+    pyspiel = pytest.importorskip("pyspiel")
+    from open_spiel.python import policy as openspiel_policy
+    from open_spiel.python.algorithms import exploitability as openspiel_exploitability
+
+    argv = ["--game", "kuhn", "--scheme", "external", "--seconds", "600", "--out", str(tmp_path)]
+    argv += ["--seed", "3", "--max-iterations", "3", "--quiet"]
+    argv += [arg for key, value in TINY.items() for arg in ("--set", f"{key}={value}")]
+    final = solve_small.main(argv)
+
+    rows = [json.loads(line) for line in (tmp_path / "curve.jsonl").read_text().splitlines()]
+    assert [r["iteration"] for r in rows] == [1, 2, 3]
+    for r in rows:
+        for key in ("seconds", "iteration", "nodes", "nodes_per_second", "exploitability"):
+            assert key in r and math.isfinite(r[key]), key
+        assert r["nodes"] > 0 and r["nodes_per_second"] > 0 and r["seconds"] > 0
+    assert [r["nodes"] for r in rows] == sorted(r["nodes"] for r in rows)
+    assert final["exploitability"] == rows[-1]["exploitability"]
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["hidden_size"] == TINY["hidden_size"] and config["seed"] == 3
+
+    exported = json.loads((tmp_path / "policy.json").read_text())
+    game = pyspiel.load_game("kuhn_poker")
+    tabular = openspiel_policy.TabularPolicy(game)
+    assert set(exported) == set(tabular.state_lookup)
+    for key, probs in exported.items():
+        tabular.policy_for_key(key)[:] = probs
+    theirs = openspiel_exploitability.exploitability(game, tabular)
+    assert abs(theirs - rows[-1]["exploitability"]) < 1e-6
