@@ -43,6 +43,16 @@ def series(rows: list[dict], key: str):
     return [p[0] for p in pts], [p[1] for p in pts]
 
 
+def _line_with_band(ax, rows: list[dict], key: str, label: str) -> None:
+    """Plot `key` over iterations with its `<key>_ci95_low/high` band when logged."""
+    x, y = series(rows, key)
+    _, lo = series(rows, f"{key}_ci95_low")
+    _, hi = series(rows, f"{key}_ci95_high")
+    (line,) = ax.plot(x, y, marker=".", label=label)
+    if len(lo) == len(x) and len(hi) == len(x):
+        ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.2)
+
+
 def plot_evaluation(rows: list[dict], out: Path) -> Path:
     path = out / "evaluation.png"
     xs, ys = series(rows, "eval/exploitability")
@@ -60,18 +70,8 @@ def plot_evaluation(rows: list[dict], out: Path) -> Path:
     opponents = sorted({k.split("/")[1] for r in rows for k in r if k.startswith("eval/") and k.endswith("/win_rate")})
     fig, (ax_w, ax_d) = plt.subplots(1, 2, figsize=(12, 4.5))
     for opp in opponents:
-        x, w = series(rows, f"eval/{opp}/win_rate")
-        _, lo = series(rows, f"eval/{opp}/win_rate_ci95_low")
-        _, hi = series(rows, f"eval/{opp}/win_rate_ci95_high")
-        (line,) = ax_w.plot(x, w, marker=".", label=opp)
-        if len(lo) == len(x) and len(hi) == len(x):
-            ax_w.fill_between(x, lo, hi, color=line.get_color(), alpha=0.2)
-        x, d = series(rows, f"eval/{opp}/score_diff")
-        _, lo = series(rows, f"eval/{opp}/score_diff_ci95_low")
-        _, hi = series(rows, f"eval/{opp}/score_diff_ci95_high")
-        (line,) = ax_d.plot(x, d, marker=".", label=opp)
-        if len(lo) == len(x) and len(hi) == len(x):
-            ax_d.fill_between(x, lo, hi, color=line.get_color(), alpha=0.2)
+        _line_with_band(ax_w, rows, f"eval/{opp}/win_rate", opp)
+        _line_with_band(ax_d, rows, f"eval/{opp}/score_diff", opp)
     ax_w.set_ylabel("win rate")
     ax_w.set_ylim(0, 1)
     ax_d.set_ylabel("mean score difference")
