@@ -219,7 +219,7 @@ def _cmd_train(args: argparse.Namespace) -> int:
     console.print()
     console.print(f"stopped after iteration {result.iteration} ({result.stopped_by}); run directory: {result.run_dir}")
     if result.last_eval:
-        _print_eval_table(console, result.last_eval, f"evaluation at iteration {result.iteration}")
+        _print_eval_table(console, result.last_eval, f"evaluation at iteration {result.last_eval_iteration}")
     return 130 if result.stopped_by == "interrupt" else 0
 
 

@@ -72,6 +72,7 @@ class RunResult:
       iteration: the last completed iteration.
       stopped_by: "max_iterations", "max_minutes" or "interrupt".
       last_eval: the most recent evaluation metrics ({} if none ran).
+      last_eval_iteration: the iteration `last_eval` was measured at (0 if none ran).
       solver: the DeepCFR used.
       state: the final SolverState.
     """
@@ -80,6 +81,7 @@ class RunResult:
     iteration: int
     stopped_by: str
     last_eval: dict
+    last_eval_iteration: int
     solver: Any
     state: Any
 
@@ -243,6 +245,7 @@ def train(
             rows.append(meta["metrics_row"])  # the row was lost after the checkpoint was saved
         _write_metrics(metrics_path, rows)
         last_eval = meta.get("last_eval", {})
+        last_eval_iteration = meta.get("last_eval_iteration", 0)
         if not meta.get("memory_saved", True):
             notify({"event": "warning", "message": "checkpoint has no memories: resume is not exact"})
     else:
@@ -253,6 +256,7 @@ def train(
         state = _template(solver, config, abstract=False)
         iteration = 0
         last_eval = {}
+        last_eval_iteration = 0
 
     limit = config.run.max_iterations if max_iterations is None else max_iterations
     deadline = None if config.run.max_minutes is None else time.monotonic() + 60.0 * config.run.max_minutes
@@ -266,6 +270,7 @@ def train(
             "config": config_to_dict(config),
             "metrics_row": row,
             "last_eval": last_eval,
+            "last_eval_iteration": last_eval_iteration,
             "memory_saved": config.memory.save_in_checkpoint,
         }
         ckpt.save(int(state.iteration), state, metadata=meta, include_memory=config.memory.save_in_checkpoint)
@@ -291,6 +296,7 @@ def train(
                     t0 = time.perf_counter()
                     extended = bool(ev.extended_every) and (iteration % ev.extended_every == 0 or final)
                     last_eval = evaluate(solver, state, ev, eval_key(config.run.seed, iteration), extended=extended)
+                    last_eval_iteration = iteration
                     row.update(last_eval)
                     row["time/evaluation_seconds"] = time.perf_counter() - t0
                 row = _jsonable(row)
@@ -308,7 +314,7 @@ def train(
             stopped_by = "interrupt"
         ckpt.wait_until_finished()
     notify({"event": "end", "iteration": iteration, "stopped_by": stopped_by, "last_eval": last_eval})
-    return RunResult(run_path, iteration, stopped_by, last_eval, solver, state)
+    return RunResult(run_path, iteration, stopped_by, last_eval, last_eval_iteration, solver, state)
 
 
 def _template(solver, config: Config, *, abstract: bool):
