@@ -66,7 +66,8 @@ class SolverConfig:
       branch_probability: probe only: chance that a traverser node is probed.
       max_probes: probe only: probed nodes kept per traversal.
       max_steps: probe only: bound on a trajectory's or rollout's length.
-      rollout_batch: probe only: rollouts advanced together (0 = all of a chunk at once).
+      rollout_batch: probe only: lanes of the probe loops (trajectories, and separately
+        rollouts, advanced together; a finished lane takes the next one). 0 = 2048.
       max_depth: external only: stack frames per traversal.
       max_advantage: external only: advantage samples kept per traversal.
       node_budget: external only: stop a traversal after this many states (0 = none).

@@ -22,6 +22,7 @@ import pytest
 from lcjax.cfr import traversal as tr
 from lcjax.cfr.networks import NetworkSpec, init_params, network_graphdef, make_apply
 from lcjax.env.kuhn import KuhnPoker
+from lcjax.env.leduc import LeducPoker
 
 GAME = KuhnPoker()
 SPEC = NetworkSpec(GAME.observation_size, GAME.num_actions, hidden_size=16, num_layers=1)
@@ -73,15 +74,23 @@ def exact_regrets(traverser: int):
     return out
 
 
-def sampled_regrets(result, num_traversals: int, rows_per_traversal: int, keys: list[bytes]):
+@functools.lru_cache(maxsize=None)
+def _traverse(scheme: str):
+    """The scheme's traversal, jitted once and shared by the tests (the traverser is traced)."""
+    fn = tr.external_sampling if scheme == "external" else tr.probe_sampling
+    return jax.jit(fn, static_argnums=(0, 1, 2, 7))
+
+
+def sampled_regrets(result, num_traversals: int, keys: list[bytes]):
     """Mean per-traversal regret sum per infoset and its standard error, float64[I, A] each."""
     obs = np.asarray(result.advantage.observation)
     regret = np.asarray(result.advantage.regret, np.float64)
     valid = np.asarray(result.advantage_valid)
+    traversal = tr.sample_traversal(valid.shape[0], num_traversals)
     index = {k: i for i, k in enumerate(keys)}
     sums = np.zeros((num_traversals, len(keys), GAME.num_actions))
     for row in np.flatnonzero(valid):
-        sums[row // rows_per_traversal, index[obs[row].tobytes()]] += regret[row]
+        sums[traversal[row], index[obs[row].tobytes()]] += regret[row]
     return sums.mean(0), sums.std(0, ddof=1) / np.sqrt(num_traversals)
 
 
@@ -93,17 +102,14 @@ def test_mean_sampled_regret_matches_exact_counterfactual_regret(scheme, travers
     b = 20_000
     if scheme == "external":
         cfg = tr.ExternalConfig(max_depth=3, max_advantage=4, max_strategy=4)
-        run = jax.jit(tr.external_sampling, static_argnums=(0, 1, 2, 7))
-        rows = cfg.max_advantage
         scale = {k: 1.0 for k in keys}
     else:
         cfg = tr.ProbeConfig(branch_probability=0.5, max_probes=2, max_strategy=4, max_steps=8)
-        run = jax.jit(tr.probe_sampling, static_argnums=(0, 1, 2, 7))
-        rows = cfg.max_probes
         scale = {k: cfg.branch_probability * exact[k][1] for k in keys}
+    run = _traverse(scheme)
     result = run(GAME, APPLY, cfg, PARAMS, jnp.int32(traverser), 1.0, jax.random.key(7 + traverser), b)
     assert int(result.counters.dropped_samples) == 0 and int(result.counters.truncated) == 0
-    mean, se = sampled_regrets(result, b, rows, keys)
+    mean, se = sampled_regrets(result, b, keys)
     worst = 0.0
     for i, k in enumerate(keys):
         want = exact[k][0]
@@ -115,9 +121,7 @@ def test_mean_sampled_regret_matches_exact_counterfactual_regret(scheme, travers
 
 def test_counters_and_sample_shapes():
     cfg = tr.ExternalConfig(max_depth=3, max_advantage=4, max_strategy=4)
-    result = jax.jit(tr.external_sampling, static_argnums=(0, 1, 2, 7))(
-        GAME, APPLY, cfg, PARAMS, jnp.int32(0), 3.0, jax.random.key(0), 64
-    )
+    result = _traverse("external")(GAME, APPLY, cfg, PARAMS, jnp.int32(0), 3.0, jax.random.key(0), 64)
     d, a = GAME.observation_size, GAME.num_actions
     assert result.advantage.observation.shape == (64 * 4, d)
     assert result.advantage.regret.shape == (64 * 4, a)
@@ -132,3 +136,32 @@ def test_counters_and_sample_shapes():
     assert np.all(probs[~np.asarray(result.strategy.mask)[sv]] == 0)
     # Every traversal visits at least the root, a traverser decision and a terminal state.
     assert int(result.counters.nodes) >= 3 * 64
+
+
+@pytest.mark.parametrize("game", [KuhnPoker(), LeducPoker()], ids=["kuhn", "leduc"])
+def test_rewritten_game_functions_match_the_game(game):
+    """The traversals' vmapped game functions (one-hot indexing) equal the game's own."""
+    w = 64
+    batched = tr._Batched(game)
+    own = lambda f: jax.vmap(f, in_axes=-1, out_axes=-1)  # noqa: E731
+    step, legal, observe = jax.jit(own(game.step)), jax.jit(own(game.legal_action_mask)), jax.jit(own(game.observe))
+    b_step, b_legal, b_observe = jax.jit(batched.step), jax.jit(batched.legal), jax.jit(batched.observe_rows)
+    state = jax.vmap(game.init, out_axes=-1)(jax.random.split(jax.random.key(0), w))
+    for i in range(10):
+        # Random actions, illegal ones included (they must leave the state unchanged).
+        action = jax.random.randint(jax.random.key(i), (w,), -1, game.num_actions + 1)
+        for player in (state.current_player, 1 - state.current_player):
+            np.testing.assert_array_equal(observe(state, player), b_observe(state, player))
+        np.testing.assert_array_equal(legal(state), b_legal(state))
+        nxt, b_nxt = step(state, action), b_step(state, action)
+        for x, y in zip(jax.tree_util.tree_leaves(nxt), jax.tree_util.tree_leaves(b_nxt)):
+            np.testing.assert_array_equal(x, y)
+        state = nxt
+
+
+def test_helpers():
+    x = (jax.random.uniform(jax.random.key(0), (1000,)) < 0.3).astype(jnp.int32)
+    np.testing.assert_array_equal(tr._prefix_count(x), np.cumsum(np.asarray(x)))
+    u = np.asarray(tr._uniforms(jnp.array([1, 2], jnp.uint32), jnp.int32(5), jnp.arange(100_000)))
+    assert u.min() >= 0.0 and u.max() < 1.0 and abs(u.mean() - 0.5) < 0.01
+    assert tr.sample_traversal(12, 3).tolist() == [0] * 4 + [1] * 4 + [2] * 4
