@@ -38,9 +38,11 @@ Implementation notes (what makes the loops fast, measured on XLA:CPU; see
 * Intermediates that feed several large consumers are materialized (`_materialize`): XLA
   otherwise fuses a producer (e.g. a whole `game.step`) into every consumer and recomputes
   it for every element of every output.
-* Each lane evaluates with one network per loop step: the step's player is the majority
-  player among the lanes that need an evaluation, and lanes of the other player wait one
-  step. This halves the forward cost against running both networks on every lane.
+* The forward pass follows the lanes that need it (`_lane_strategy`): each player's
+  needing lanes are gathered into a compact block that goes through that player's network
+  in fixed-size chunks, and chunks past the last needing lane are skipped. A lane never
+  runs the other player's network, and idle lanes (a draining pool, traverser moves that
+  need no strategy) cost no forward work.
 * Both schemes keep a fixed pool of lanes and hand each lane new work (a traversal, a
   main trajectory, a rollout) as soon as its previous one ends, so the loop does not run
   idle lanes until the slowest item of the batch is done. Samples are written with one
@@ -406,29 +408,66 @@ def _uniform_columns(mask: Array, u: Array) -> Array:
     return jnp.argmax(counts > k[None], axis=0).astype(jnp.int32)
 
 
-def _majority_strategy(apply_fn, params, obs_rows, mask, player, need, flag):
-    """Current strategies of the lanes that get evaluated this step.
+def _lanes_of(need: Array, count: int) -> tuple[Array, Array]:
+    """The first `count` lanes with `need` set, in lane order, and each lane's rank.
+
+    Returns (lanes int32[count], rank int32[W]): lanes[j] is the lane of the j-th set entry
+    (W where there are fewer than j + 1), rank[i] is the number of set entries before lane i.
+    """
+    inclusive = _prefix_count(need.astype(jnp.int32))
+    lanes = jnp.searchsorted(inclusive, jnp.arange(1, count + 1, dtype=jnp.int32)).astype(jnp.int32)
+    return lanes, inclusive - need.astype(jnp.int32)
+
+
+def eval_chunk_size(requested: int = 0) -> int:
+    """Rows per network call inside the traversal loops (`requested`, or 0 = by backend).
+
+    On CPU a 512-wide MLP runs fastest per row at a few hundred rows (the activations stay
+    in cache; see `scripts/profile_forward.py`), so 256; accelerators want large calls.
+    """
+    if requested > 0:
+        return requested
+    return 256 if jax.default_backend() == "cpu" else 2048
+
+
+def _lane_strategy(apply_fn, params, obs_rows, mask, player, need, flag, chunk: int = 0):
+    """Current strategies of the lanes that need one this step: float32[A, W].
+
+    Each player's needing lanes are gathered into a compact block of rows (in lane order)
+    and go through that player's network in chunks of `eval_chunk_size(chunk)` rows; chunks
+    past the last needing lane are skipped. So the forward cost follows the number of
+    lanes that need an evaluation (rounded up to whole chunks per player), not the lane
+    count W, and every needing lane advances every step.
 
     Args:
       obs_rows: float32[W, D]; mask: bool[A, W]; player: int32[W]; need: bool[W], lanes
-        that want an evaluation.
-
-    Returns:
-      (sigma float32[A, W], ev bool[W]): ev marks the lanes evaluated (those of the
-      majority player among `need`); sigma is meaningful on those lanes.
+        that want an evaluation (others get an arbitrary distribution).
     """
     w = obs_rows.shape[0]
-    n1 = jnp.sum((need & (player == 1)).astype(jnp.int32))
-    n0 = jnp.sum((need & (player == 0)).astype(jnp.int32))
-    x = (n1 > n0).astype(jnp.int32)
-    ev = need & (player == x)
-    chosen = jax.tree_util.tree_map(lambda a, b: jnp.where(x == 0, a, b), params[0], params[1])
     n_act = mask.shape[0]
-    logits = lax.cond(
-        jnp.any(ev), lambda: apply_fn(chosen, obs_rows).astype(jnp.float32), lambda: jnp.zeros((w, n_act), jnp.float32)
-    )
+    c = min(eval_chunk_size(chunk), w)
+    n_chunks = -(-w // c)
+    cap = n_chunks * c
+    logits = jnp.zeros((w, n_act), jnp.float32)
+    for p in (0, 1):
+        need_p = need & (player == p)
+        lanes, rank = _lanes_of(need_p, cap)
+        count = jnp.sum(need_p.astype(jnp.int32))
+
+        def chunk_logits(i, lanes=lanes, count=count, p=p):
+            rows = lax.dynamic_slice_in_dim(lanes, i * c, c)
+            x = jnp.take(obs_rows, jnp.minimum(rows, w - 1), axis=0)  # a row gather
+            return lax.cond(
+                i * c < count,
+                lambda: apply_fn(params[p], x).astype(jnp.float32),
+                lambda: jnp.zeros((c, n_act), jnp.float32),
+            )
+
+        block = lax.map(chunk_logits, jnp.arange(n_chunks)).reshape(cap, n_act)
+        mine = jnp.take(block, jnp.minimum(rank, cap - 1), axis=0)
+        logits = jnp.where(need_p[:, None], mine, logits)
     sigma = regret_matching(logits, mask.T).T
-    return _materialize(flag, sigma, ev)
+    return _materialize(flag, sigma)
 
 
 # ---------------------------------------------------------------------------------------
@@ -447,6 +486,8 @@ class ExternalConfig(NamedTuple):
       max_loop_steps: safety bound on loop iterations per traversal.
       lanes: traversals advanced together (the vector width of the loop); a lane that
         finishes its traversal starts the next one not yet started. 0 = min(B, 1024).
+      eval_chunk: rows per network call in the loop (0 = `eval_chunk_size()`'s default
+        for the backend).
     """
 
     max_depth: int
@@ -455,6 +496,7 @@ class ExternalConfig(NamedTuple):
     node_budget: int = 0
     max_loop_steps: int = 1_000_000
     lanes: int = 0
+    eval_chunk: int = 0
 
 
 class _Pending(NamedTuple):
@@ -638,7 +680,8 @@ def external_sampling(
         obs_player = jnp.where(fin, traverser, player)  # finishing lanes: the frame's observation
         mask = g.legal(states)
         obs_rows, mask, player = _materialize(flag, g.observe_rows(obs_state, obs_player).T, mask, player)
-        sigma, ev = _majority_strategy(apply_fn, params, obs_rows, mask, player, need, flag)
+        sigma = _lane_strategy(apply_fn, params, obs_rows, mask, player, need, flag, cfg.eval_chunk)
+        ev = need  # every lane that needs its strategy gets it
         is_trav = player == traverser
         opp = ev & ~is_trav
         overflow = ev & is_trav & (c.sp >= depth)
@@ -766,6 +809,8 @@ class ProbeConfig(NamedTuple):
       rollout_batch: lanes of the loops (the trajectories, and separately the rollouts,
         advanced together; a lane that finishes its trajectory or rollout takes the next
         one). 0 = 2048 (or fewer when there are fewer trajectories or rollouts).
+      eval_chunk: rows per network call in the loops (0 = `eval_chunk_size()`'s default
+        for the backend).
     """
 
     branch_probability: float
@@ -773,6 +818,7 @@ class ProbeConfig(NamedTuple):
     max_strategy: int
     max_steps: int
     rollout_batch: int = 0
+    eval_chunk: int = 0
 
 
 class _MainCarry(NamedTuple):
@@ -807,6 +853,30 @@ class _RollCarry(NamedTuple):
     truncated: Array
     step: Array
     g: Array  # float32[N + 1]: traverser returns per pair (last entry: dump)
+
+
+def _drain_widths(w: int) -> list[int]:
+    """Lane-pool widths of the rollout loop's stages: the full pool, then 1/16 of it."""
+    return [w] + ([w // 16] if w // 16 >= 8 else [])
+
+
+def _compact_rollouts(c: _RollCarry, width: int) -> _RollCarry:
+    """The rollout pool narrowed to `width` lanes holding its live rollouts (at most
+    `width` of them, the caller's loop condition ensures it), counters kept as totals."""
+    lanes, _ = _lanes_of(c.live, width)
+    keep = lanes < c.live.shape[0]
+    idx = jnp.minimum(lanes, c.live.shape[0] - 1)
+    total = lambda x: jnp.zeros((width,), x.dtype).at[0].set(jnp.sum(x))  # noqa: E731
+    return c._replace(
+        cur=jnp.take(c.cur, idx, axis=1),
+        act=jnp.where(keep, c.act[idx], -1),
+        live=keep & c.live[idx],
+        pair=c.pair[idx],
+        length=c.length[idx],
+        nodes=total(c.nodes),
+        evals=total(c.evals),
+        truncated=total(c.truncated),
+    )
 
 
 def probe_sampling(
@@ -885,7 +955,8 @@ def probe_sampling(
         # a lane that waits for its network draws the same decision again.
         probe = c.live & is_trav & (_uniforms(seed_probe, c.moves, c.tid) < cfg.branch_probability)
         need = c.live & (~is_trav | probe)
-        sigma, ev = _majority_strategy(apply_fn, params, obs_rows, mask, player, need, flag)
+        sigma = _lane_strategy(apply_fn, params, obs_rows, mask, player, need, flag, cfg.eval_chunk)
+        ev = need  # every lane that needs its strategy gets it
         acts = c.live & (ev | (is_trav & ~probe))  # lanes that move this step
         u = _uniforms(seed_main, c.step, mlane)
         action = jnp.where(is_trav, _uniform_columns(mask, u), _sample_columns(sigma, u))
@@ -974,7 +1045,8 @@ def probe_sampling(
         need = c.live & ~fresh
         mask = g.legal(states)
         obs_rows, mask, player = _materialize(flag, g.observe_rows(states, player).T, mask, player)
-        sigma, ev = _majority_strategy(apply_fn, params, obs_rows, mask, player, need, flag)
+        sigma = _lane_strategy(apply_fn, params, obs_rows, mask, player, need, flag, cfg.eval_chunk)
+        ev = need  # every lane that needs its strategy gets it
         # Common random numbers: the rollouts of a probed node's actions draw the same
         # uniforms, keyed by the node and the move number (not by lane or loop step).
         u = _uniforms(seed_roll, c.length, c.pair // n_act)
@@ -1008,7 +1080,21 @@ def probe_sampling(
             g=g_out,
         )
 
-    r = lax.while_loop(lambda c: jnp.any(c.live), roll_body, rcarry)
+    # Draining: once every rollout has started, the live lanes dwindle while each step
+    # still costs the whole pool, so the loop continues on a narrower pool of the survivors.
+    r = rcarry
+    widths = _drain_widths(w)
+    for k, width in enumerate(widths):
+        if k > 0:
+            r = _compact_rollouts(r, width)
+        if k + 1 < len(widths):
+            narrower = widths[k + 1]
+            more = lambda c, n=narrower: jnp.any(c.live) & (  # noqa: E731
+                (c.next_pos < n_valid) | (jnp.sum(c.live.astype(jnp.int32)) > n)
+            )
+        else:
+            more = lambda c: jnp.any(c.live)  # noqa: E731
+        r = lax.while_loop(more, roll_body, r)
     returns = jnp.where(pair_valid, r.g[:n_pairs], 0.0).reshape(n_roots, n_act)
     sigma = m.r_rest[:, n_act : 2 * n_act]
     baseline = jnp.sum(sigma * returns, axis=-1, keepdims=True)

@@ -165,3 +165,20 @@ def test_helpers():
     u = np.asarray(tr._uniforms(jnp.array([1, 2], jnp.uint32), jnp.int32(5), jnp.arange(100_000)))
     assert u.min() >= 0.0 and u.max() < 1.0 and abs(u.mean() - 0.5) < 0.01
     assert tr.sample_traversal(12, 3).tolist() == [0] * 4 + [1] * 4 + [2] * 4
+
+
+@pytest.mark.parametrize("w, chunk, p1_share, need_share", [(64, 16, 0.5, 0.9), (64, 0, 0.9, 0.3), (7, 4, 0.4, 1.0), (1, 0, 1.0, 1.0), (16, 8, 0.5, 0.0)])
+def test_every_needing_lane_gets_its_own_players_strategy(w, chunk, p1_share, need_share):
+    """`_lane_strategy` evaluates each lane that needs it with its own player's network,
+    whatever the mix of players and however the rows split into chunks."""
+    keys = jax.random.split(jax.random.key(w), 4)
+    obs = jax.random.normal(keys[0], (w, GAME.observation_size))
+    player = (jax.random.uniform(keys[1], (w,)) < p1_share).astype(jnp.int32)
+    need = jax.random.uniform(keys[2], (w,)) < need_share
+    mask = jnp.ones((GAME.num_actions, w), bool).at[0, : w // 2].set(False)
+    fn = jax.jit(functools.partial(tr._lane_strategy, APPLY, PARAMS, chunk=chunk))
+    sigma = np.asarray(fn(obs, mask, player, need, jnp.bool_(True)))
+    need = np.asarray(need)
+    expected = np.asarray(jax.vmap(lambda o, m, p: tr.current_strategy(APPLY, PARAMS, o, m, p))(obs, mask.T, player)).T
+    np.testing.assert_allclose(sigma[:, need], expected[:, need], rtol=1e-5, atol=1e-6)
+    assert tr.eval_chunk_size(chunk) == (chunk or tr.eval_chunk_size())
