@@ -1,6 +1,7 @@
-"""Smoke tests of the performance scripts `scripts/profile_forward.py` and
-`scripts/bench_precision.py`: each `main()` runs in-process with tiny networks, batches and
-repeats, and its JSON must hold the documented keys with positive numbers.
+"""Smoke tests of the performance scripts `scripts/profile_forward.py`,
+`scripts/bench_precision.py`, `scripts/bench_traversal.py` and `scripts/bench_iteration.py`:
+each `main()` runs in-process with tiny networks (and a tiny Lost Cities variant), batches
+and repeats, and its JSON must hold the documented keys with numbers that agree.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import sys
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from scripts import bench_precision, profile_forward  # noqa: E402
+from scripts import bench_iteration, bench_precision, bench_traversal, profile_forward  # noqa: E402
 
 PRECISIONS = ("float32", "bfloat16")
 
@@ -103,3 +104,77 @@ def test_recommend_threshold():
     assert bench_precision.recommend([result(1.5, 1.5), result(0.9, 1.5)]) == "float32"
     assert bench_precision.auto_precision("cpu") == "float32"
     assert bench_precision.auto_precision("gpu") == "bfloat16"
+
+
+# A small Lost Cities variant and tiny networks: the scripts' logic, not their speed.
+TINY = [
+    "rules.n_colors=2", "rules.n_ranks=3", "rules.hand_size=3", "rules.max_turns=30",
+    "network.hidden_size=8", "network.num_layers=1", "run.precision=float32",
+    "traversal.branch_probability=0.3", "traversal.max_probes=4", "traversal.max_steps=62",
+    "traversal.max_strategy=32", "traversal.rollout_batch=64",
+    "memory.advantage_capacity=4096", "memory.strategy_capacity=4096",
+]
+
+
+def _sets(items):
+    return [arg for item in items for arg in ("--set", item)]
+
+
+def test_bench_traversal_json(tmp_path, capsys):
+    path = tmp_path / "traversal.json"
+    assert bench_traversal.main(_sets(TINY) + ["--batches", "2,8", "--repeats", "1", "--json", str(path)]) == 0
+    assert "of the roofline" in capsys.readouterr().out
+    data = json.loads(path.read_text())
+    assert [r["batch"] for r in data["rows"]] == [2, 8]
+    head = data["rows"][1]  # the largest batch is the headline
+    assert data["batch"] == 8 and data["nodes_per_second"] == head["nodes_per_second"]
+    assert data["network"] == {"hidden": 8, "layers": 1, "precision": "float32"}
+    assert data["probe"]["max_probes"] == 4 and data["probe"]["branch_probability"] == 0.3
+    assert _positive(data["roofline_states_per_second"])
+    assert data["roofline_fraction"] == pytest.approx(data["nodes_per_second"] / data["roofline_states_per_second"])
+    for r in data["rows"]:
+        assert r["nodes"] >= r["evaluations"] > 0
+        assert r["nodes_per_second"] == pytest.approx(r["nodes"] / r["seconds"])
+
+
+def test_bench_traversal_rejects_bad_input(capsys):
+    with pytest.raises(SystemExit):
+        bench_traversal.main(["--batches", "4,x"])
+    assert "--batches" in capsys.readouterr().err
+    assert bench_traversal.main(["--set", "traversal.scheme=probabilistic"]) == 2
+    assert "traversal.scheme" in capsys.readouterr().err
+
+
+def test_bench_iteration_json(tmp_path, capsys):
+    path = tmp_path / "iteration.json"
+    argv = _sets(TINY + ["evaluation.games=4", "evaluation.opponents=[random]"]) + [
+        "--target-nodes", "3000", "--calibration-batch", "2", "--advantage-steps", "3", "--strategy-steps", "2",
+        "--batch", "16", "--repeats", "2", "--with-eval-checkpoint", "--json", str(path),
+    ]
+    assert bench_iteration.main(argv) == 0
+    out = capsys.readouterr().out
+    assert "speedup against the earlier system" in out
+    data = json.loads(path.read_text())
+    for key in ("iteration_seconds", "traversal_seconds", "memory_add_seconds", "advantage_train_seconds",
+                "strategy_train_seconds", "evaluation_seconds", "checkpoint_seconds", "compile_seconds"):
+        assert _positive(data[key]), key
+    assert len(data["iterations"]) == 2
+    settings = data["settings"]
+    assert settings["solver"]["advantage_steps"] == 3 and settings["solver"]["strategy_batch"] == 16
+    # One traversal chunk per player, sized from the calibration to about the target.
+    assert settings["solver"]["traversal_batch"] == settings["solver"]["traversals_per_player"]
+    per_call = settings["calibrated_nodes_per_traversal"]
+    assert settings["traversals_per_player"] == max(1, round(3000 / (2 * per_call)))
+    phases = sum(data[f"{p}_seconds"] for p in bench_iteration.PHASES)
+    assert phases <= data["iteration_seconds"] * 1.01
+    scaled = data["traversal_seconds"] * 3000 / data["traversal_nodes"]
+    assert data["traversal_seconds_at_target"] == pytest.approx(scaled)
+    assert data["speedup_vs_earlier"]["iteration_seconds"] == pytest.approx(48.0 / data["iteration_seconds_at_target"])
+    assert data["training_flops"] == 3 * bench_iteration.forward_flops([data["observation_size"], 8, data["num_actions"]]) * 16 * (2 * 3 + 2)
+
+
+def test_bench_iteration_rejects_bad_input(capsys):
+    assert bench_iteration.main(["--set", "game=kuhn"]) == 2
+    assert "lost_cities" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        bench_iteration.main(["--target-nodes", "0"])
