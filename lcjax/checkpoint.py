@@ -196,6 +196,11 @@ def _materialize(x: Any) -> Any:
     return zeros if x.sharding is None else jax.device_put(zeros, x.sharding)
 
 
+def _is_legacy_bf16(saved_dtype: Any, template_dtype: Any) -> bool:
+    """A bfloat16 reservoir leaf saved before such leaves were stored as uint16 bits."""
+    return np.dtype(saved_dtype) == np.dtype(jnp.bfloat16) and np.dtype(template_dtype) == np.dtype(np.uint16)
+
+
 def _first_line(error: BaseException, limit: int = 300) -> str:
     text = str(error).strip().splitlines()
     line = text[0] if text else ""
@@ -543,13 +548,20 @@ class Checkpointer:
         except Exception as e:
             raise CheckpointError(f"cannot read {where} ({step_dir}): {_first_line(e)}") from e
         self._check_fit(where, expected, stored)
+        # Reservoirs saved before bfloat16 storage became uint16 bits (see
+        # lcjax.cfr.memory) are read as bfloat16 and reinterpreted.
+        legacy = {path for path, x in expected.items() if _is_legacy_bf16(stored[path][1], _stored_spec(x).dtype)}
 
         # Read as numpy, then place each leaf like its template leaf: an uncommitted
         # template (e.g. a fresh `solver.init`) gives uncommitted arrays, so the restored
         # state hits the same jit cache entries as a fresh one.
         args = {}
         for item in wanted:
-            specs = [(path, _stored_spec(x)) for path, x in expected.items() if _item_of(path) == item]
+            specs = [
+                (path, jax.ShapeDtypeStruct(_stored_spec(x).shape, jnp.bfloat16) if path in legacy else _stored_spec(x))
+                for path, x in expected.items()
+                if _item_of(path) == item
+            ]
             args[item] = ocp.args.PyTreeRestore(
                 item=_nest((path, spec) for path, spec in specs),
                 restore_args=_nest(
@@ -564,7 +576,10 @@ class Checkpointer:
         leaves = []
         for path, x in pairs:
             if path in expected:
-                leaves.append(_to_device(_pop(restored[_item_of(path)], path), x))
+                value = _pop(restored[_item_of(path)], path)
+                if path in legacy:
+                    value = np.asarray(value).view(np.uint16)
+                leaves.append(_to_device(value, x))
             else:
                 leaves.append(_materialize(x))
         state = jax.tree.unflatten(jax.tree.structure(template), leaves)
@@ -583,7 +598,7 @@ class Checkpointer:
                 problems.append(
                     f"leaf {_show(path)} has shape {shape} in the checkpoint but {tuple(spec.shape)} in the template"
                 )
-            elif dtype != np.dtype(spec.dtype):
+            elif dtype != np.dtype(spec.dtype) and not _is_legacy_bf16(dtype, spec.dtype):
                 problems.append(
                     f"leaf {_show(path)} has dtype {dtype} in the checkpoint but {np.dtype(spec.dtype)} in the template"
                 )

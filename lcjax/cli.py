@@ -24,7 +24,8 @@ import sys
 import time
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
+    """argparse type: a positive integer, else an error that quotes the value."""
     try:
         value = int(text)
     except ValueError:
@@ -338,7 +339,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--checkpoint", required=True, metavar="RUN_DIR", help="the run directory")
     ev.add_argument("--step", type=int, help="checkpoint iteration (default: the latest)")
     ev.add_argument("--opponents", help="comma-separated bots (default: the run's evaluation.opponents)")
-    ev.add_argument("--games", type=_positive_int, help="games per opponent (default: the run's evaluation.games)")
+    ev.add_argument("--games", type=positive_int, help="games per opponent (default: the run's evaluation.games)")
     ev.add_argument("--policy", default="average", help="average (strategy network) or current (regret matching)")
     ev.add_argument("--against", metavar="OTHER_RUN_DIR", help="play against another run's checkpoint instead of bots")
     ev.add_argument("--against-step", type=int, help="checkpoint iteration of --against (default: latest)")
@@ -357,10 +358,10 @@ def build_parser() -> argparse.ArgumentParser:
     match = sub.add_parser("match", help="play two bots against each other")
     match.add_argument("--a", default="safe_heuristic", help="bot A (default: safe_heuristic)")
     match.add_argument("--b", default="random", help="bot B (default: random)")
-    match.add_argument("--games", type=_positive_int, default=1000, help="number of games (default: 1000)")
+    match.add_argument("--games", type=positive_int, default=1000, help="number of games (default: 1000)")
     match.add_argument("--seed", type=int, default=0, help="PRNG seed (default: 0)")
     match.add_argument("--colors", type=int, default=5, help="n_colors, 6 = purple variant (default: 5)")
-    match.add_argument("--max-turns", type=_positive_int, default=200, help="turn cap (default: 200)")
+    match.add_argument("--max-turns", type=positive_int, default=200, help="turn cap (default: 200)")
     match.add_argument("--json", help="also write the summary to this JSON file")
     match.set_defaults(func=_cmd_match)
     return parser

@@ -57,6 +57,7 @@ import jax.numpy as jnp
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
 from lcjax import config as lc_config  # noqa: E402
+from lcjax.cli import positive_int  # noqa: E402
 from lcjax.cfr import traversal as tr  # noqa: E402
 from lcjax.cfr.networks import init_params  # noqa: E402
 from lcjax.cfr.solver import DeepCFR  # noqa: E402
@@ -74,16 +75,6 @@ EARLIER = {
 EARLIER_NODES = 110_000
 GOAL_SPEEDUP = 3.0
 PHASES = ("traversal", "memory_add", "advantage_train", "strategy_train")
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
 
 
 def forward_flops(layer_sizes: list[int]) -> int:
@@ -167,16 +158,16 @@ def main(argv=None) -> int:
     parser.add_argument("--config", default=DEFAULT_CONFIG, help="base run config (default: configs/deep_cfr/default.yaml)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
                         help="override a config key, as in `lcjax train` (repeatable)")
-    parser.add_argument("--target-nodes", type=_positive_int, default=EARLIER_NODES,
+    parser.add_argument("--target-nodes", type=positive_int, default=EARLIER_NODES,
                         help=f"states the traversal phase visits in all (default: {EARLIER_NODES:,})")
-    parser.add_argument("--advantage-steps", type=_positive_int, default=512, help="Adam steps per advantage network (512)")
-    parser.add_argument("--strategy-steps", type=_positive_int, default=512, help="Adam steps of the strategy network (512)")
-    parser.add_argument("--batch", type=_positive_int, default=1024, help="training minibatch (1024)")
-    parser.add_argument("--calibration-batch", type=_positive_int, default=64,
-                        help="traversals per player in the calibration call (64)")
-    parser.add_argument("--traversals", type=_positive_int,
+    parser.add_argument("--advantage-steps", type=positive_int, default=512, help="Adam steps per advantage network (512)")
+    parser.add_argument("--strategy-steps", type=positive_int, default=512, help="Adam steps of the strategy network (512)")
+    parser.add_argument("--batch", type=positive_int, default=1024, help="training minibatch (1024)")
+    parser.add_argument("--calibration-batch", type=positive_int, default=8,
+                        help="traversals per player in the calibration call (8)")
+    parser.add_argument("--traversals", type=positive_int,
                         help="traversals per player, skipping the calibration (default: calibrated)")
-    parser.add_argument("--repeats", type=_positive_int, default=2, help="timed iterations after the first (2)")
+    parser.add_argument("--repeats", type=positive_int, default=2, help="timed iterations after the first (2)")
     parser.add_argument("--with-eval-checkpoint", action="store_true",
                         help="also time one evaluation and one checkpoint save")
     parser.add_argument("--seed", type=int, default=0)

@@ -85,7 +85,7 @@ def test_round_trip_is_bitwise_and_keeps_dtypes(tmp_path, solver, state1):
         assert ckpt.read_metadata() == metadata == ckpt.read_metadata(1)
     assert_bitwise_equal(restored, state1)
     assert restored.key.dtype == state1.key.dtype and jnp.issubdtype(restored.key.dtype, jax.dtypes.prng_key)
-    assert restored.strategy_memory.data.observation.dtype == jnp.bfloat16
+    assert restored.strategy_memory.data.observation.dtype == jnp.uint16  # bfloat16 bits
     assert restored.advantage_memory[0].template.observation.dtype == jnp.float32
     assert int(restored.strategy_memory.size) > 0
     info = metadata.pop("checkpoint")
@@ -158,7 +158,7 @@ def test_incompatible_template_names_leaf_and_shapes(tmp_path, solver, state1):
         assert "\n" not in message
         assert "advantage_params/0/hidden_0/bias" in message and "(8,)" in message and "(16,)" in message
         f32 = DeepCFR(KuhnPoker(), dataclasses.replace(CONFIG, observation_storage="float32"))
-        with pytest.raises(CheckpointError, match=r"advantage_memory/0/data/observation has dtype bfloat16 .* float32"):
+        with pytest.raises(CheckpointError, match=r"advantage_memory/0/data/observation has dtype uint16 .* float32"):
             ckpt.restore(1, template=jax.eval_shape(f32.init, jax.random.key(0)))
         rbg = template(solver)._replace(key=jax.random.key(0, impl="rbg"))
         with pytest.raises(CheckpointError, match="PRNG key"):
@@ -261,3 +261,19 @@ def test_corrupt_files_raise_with_path(tmp_path, solver, state1):
     with Checkpointer.open(tmp_path) as ckpt:
         with pytest.raises(CheckpointError, match="cannot read"):
             ckpt.restore(1, template=template(solver))
+
+
+def test_restores_reservoirs_saved_with_bfloat16_buffers(tmp_path, solver, state1):
+    """Checkpoints from before bfloat16 reservoir storage became uint16 bits still load."""
+
+    def as_bf16(r):
+        return r._replace(data=r.data._replace(observation=jax.lax.bitcast_convert_type(r.data.observation, jnp.bfloat16)))
+
+    legacy = state1._replace(
+        advantage_memory=tuple(as_bf16(r) for r in state1.advantage_memory),
+        strategy_memory=as_bf16(state1.strategy_memory),
+    )
+    with Checkpointer.open(tmp_path, create=True) as ckpt:
+        ckpt.save(1, legacy, metadata={})
+        restored, _ = ckpt.restore(1, template=template(solver))
+    assert_bitwise_equal(restored, state1)

@@ -16,6 +16,11 @@ module implements that with fixed shapes so that it lives inside `jax.jit`:
 For large buffers, jit the caller with the reservoir donated (`donate_argnums`) so that XLA
 updates it in place instead of copying `capacity` items on every insert.
 
+bfloat16 storage is held as the uint16 bit patterns of the bfloat16 values (a uint16 leaf
+whose example dtype is floating): XLA:CPU has no bfloat16 scatter and would convert the
+whole buffer to float32 and back on every insert (seconds at millions of items), while a
+uint16 scatter writes only the inserted rows. Sampling bitcasts the rows back.
+
 The `seen` counter is int32: it saturates at 2**31 - 1 items offered, after which new items
 are still accepted with probability capacity / (2**31 - 1) (algorithm R's rate at that
 point), so a run never wraps around.
@@ -64,7 +69,8 @@ def reservoir_init(capacity: int, example: PyTree, storage_dtypes: PyTree = None
       storage_dtypes: None (store every leaf in its own dtype), or a pytree with the
         structure of `example` whose leaves are a dtype or None (keep that leaf's dtype).
         Values are converted with `astype` on insert and back on sample, so pick a dtype
-        that holds them (bool as uint8 is exact; float32 as bfloat16 keeps ~3 digits).
+        that holds them (bool as uint8 is exact; float32 as bfloat16 keeps ~3 digits, and is
+        held as uint16 bits, see the module docstring).
 
     Returns:
       Reservoir with `size == seen == 0`.
@@ -80,7 +86,7 @@ def reservoir_init(capacity: int, example: PyTree, storage_dtypes: PyTree = None
     # ShapeDtypeStructs carry .shape/.dtype; anything else goes through jnp.asarray.
     leaves = [x if hasattr(x, "dtype") and hasattr(x, "shape") else jnp.asarray(x) for x in leaves]
     data = [
-        jnp.zeros((capacity, *x.shape), x.dtype if d is None else d)
+        jnp.zeros((capacity, *x.shape), _buffer_dtype(x.dtype, d))
         for x, d in zip(leaves, stored)
     ]
     template = [jnp.zeros((0,), x.dtype) for x in leaves]
@@ -90,6 +96,33 @@ def reservoir_init(capacity: int, example: PyTree, storage_dtypes: PyTree = None
         seen=jnp.zeros((), jnp.int32),
         template=jax.tree.unflatten(treedef, template),
     )
+
+
+def _buffer_dtype(item_dtype, storage_dtype) -> np.dtype:
+    """The dtype of a leaf's buffer: the storage dtype, bfloat16 kept as uint16 bits."""
+    if storage_dtype is None:
+        storage_dtype = item_dtype
+    storage_dtype = jnp.dtype(storage_dtype)
+    floating = jnp.issubdtype(jnp.dtype(item_dtype), jnp.floating)
+    if storage_dtype == jnp.uint16 and floating:
+        raise ValueError("uint16 storage of a floating leaf is reserved for bfloat16 bits; ask for bfloat16")
+    if storage_dtype == jnp.bfloat16:
+        return jnp.dtype(jnp.uint16)
+    return storage_dtype
+
+
+def _encode(buffer_dtype, x: Array) -> Array:
+    """Items `x` in a buffer's dtype (bfloat16 values as uint16 bits, see the module doc)."""
+    if buffer_dtype == jnp.uint16 and jnp.issubdtype(x.dtype, jnp.floating):
+        return jax.lax.bitcast_convert_type(x.astype(jnp.bfloat16), jnp.uint16)
+    return x.astype(buffer_dtype)
+
+
+def _decode(x: Array, item_dtype) -> Array:
+    """Rows of a buffer back in the item's dtype."""
+    if x.dtype == jnp.uint16 and jnp.issubdtype(item_dtype, jnp.floating):
+        x = jax.lax.bitcast_convert_type(x, jnp.bfloat16)
+    return x.astype(item_dtype)
 
 
 def _positions(seen: Array, valid: Array) -> Array:
@@ -172,7 +205,7 @@ def reservoir_insert(reservoir: Reservoir, items: PyTree, valid: Array, draws: A
     slots = jnp.where(_last_writer(slots), slots, capacity)
 
     def write(buffer: Array, new: Array) -> Array:
-        return buffer.at[slots].set(new.astype(buffer.dtype), mode="drop")
+        return buffer.at[slots].set(_encode(buffer.dtype, new), mode="drop")
 
     data = jax.tree.map(write, reservoir.data, items)
     count = jnp.sum(valid.astype(jnp.int32))
@@ -226,4 +259,4 @@ def reservoir_sample(key: Array, reservoir: Reservoir, batch_size: int) -> PyTre
     batch = jax.tree.map(lambda buffer: buffer[index], reservoir.data)
     if reservoir.template is None:
         return batch
-    return jax.tree.map(lambda x, t: x.astype(t.dtype), batch, reservoir.template)
+    return jax.tree.map(lambda x, t: _decode(x, t.dtype), batch, reservoir.template)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from lcjax.cfr.memory import (
     Reservoir,
@@ -215,7 +216,7 @@ def test_storage_dtypes_round_trip_and_empty_sample():
     )
     storage = AdvantageSample(observation=jnp.bfloat16, mask=jnp.uint8, regret=None, iteration=None)
     empty = reservoir_init(16, example, storage)
-    assert empty.data.observation.dtype == jnp.bfloat16
+    assert empty.data.observation.dtype == jnp.uint16  # bfloat16 bits
     assert empty.data.mask.dtype == jnp.uint8
     assert empty.data.regret.dtype == jnp.float32
     assert empty.data.observation.shape == (16, 5) and empty.data.iteration.shape == (16,)
@@ -253,4 +254,21 @@ def test_reservoir_is_a_pytree_through_jit():
     reservoir = reservoir_init(4, jnp.zeros(2, jnp.float32), jnp.bfloat16)
     out = jax.jit(lambda r: r)(reservoir)
     assert isinstance(out, Reservoir)
-    assert out.template.dtype == jnp.float32 and out.data.dtype == jnp.bfloat16
+    assert out.template.dtype == jnp.float32 and out.data.dtype == jnp.uint16
+
+
+def test_bfloat16_storage_inserts_without_touching_the_whole_buffer():
+    """bfloat16 is stored as uint16 bits: XLA:CPU lowers a bfloat16 scatter to a float32
+    round trip of the whole buffer, which cost seconds per insert at 2M items."""
+    capacity = 100_000
+    reservoir = reservoir_init(capacity, jnp.zeros(7, jnp.float32), jnp.bfloat16)
+    items = jnp.asarray(np.random.default_rng(0).normal(size=(8, 7)).astype(np.float32))
+    add = jax.jit(reservoir_add, donate_argnums=(1,))
+    hlo = add.lower(jax.random.key(0), reservoir, items).compile().as_text()
+    assert f"f32[{capacity},7]" not in hlo and f"bf16[{capacity},7]" not in hlo
+    reservoir = add(jax.random.key(0), reservoir, items)
+    stored = jax.lax.bitcast_convert_type(reservoir.data[:8], jnp.bfloat16)
+    np.testing.assert_array_equal(stored, items.astype(jnp.bfloat16))
+    assert reservoir_sample(jax.random.key(1), reservoir, 4).dtype == jnp.float32
+    with pytest.raises(ValueError, match="bfloat16"):
+        reservoir_init(4, jnp.zeros(2, jnp.float32), jnp.uint16)
