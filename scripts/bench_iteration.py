@@ -82,8 +82,9 @@ def forward_flops(layer_sizes: list[int]) -> int:
     return sum(2 * a * b for a, b in zip(layer_sizes[:-1], layer_sizes[1:]))
 
 
-def matmul_gflops(m: int, k: int, n: int, repeats: int = 10) -> float:
-    """Best GFLOP/s of a jitted float32 [m, k] x [k, n] matmul on the default device."""
+def matmul_gflops(m: int, k: int, n: int, repeats: int = 50) -> float:
+    """Best GFLOP/s of a jitted float32 [m, k] x [k, n] matmul on the default device (the
+    best of `repeats` calls: one call is milliseconds, so a single reading is noisy)."""
     f = jax.jit(lambda a, b: a @ b)
     a = jax.random.normal(jax.random.key(0), (m, k), jnp.float32)
     b = jax.random.normal(jax.random.key(1), (k, n), jnp.float32)
