@@ -38,11 +38,9 @@ from __future__ import annotations
 import argparse
 import functools
 import json
-import math
 import os
-import statistics
+import sys
 import time
-from typing import Callable
 
 import jax
 import jax.numpy as jnp
@@ -54,46 +52,11 @@ from lcjax.cfr.samples import AdvantageSample
 from lcjax.cfr.training import advantage_loss, make_optimizer, make_train_fn
 from lcjax.env.lost_cities import LostCities
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from scripts.profile_forward import loadavg, parse_network, time_interleaved  # noqa: E402
+
 PRECISIONS = ("float32", "bfloat16")
 SPEEDUP_THRESHOLD = 1.10  # bf16 must be > 10% faster (fp32 time / bf16 time) to be recommended
-
-
-def parse_network(text: str) -> tuple[int, int]:
-    """"512x3" -> (hidden_size 512, num_layers 3)."""
-    try:
-        hidden, layers = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"network {text!r} is not HIDDENxLAYERS, e.g. 512x3") from None
-    if hidden <= 0 or layers < 0:
-        raise argparse.ArgumentTypeError(f"network {text!r}: need hidden > 0 and layers >= 0")
-    return hidden, layers
-
-
-def time_interleaved(calls: dict[str, Callable[[], object]], repeats: int, min_time: float = 0.0) -> dict:
-    """Seconds per call of each `calls[name]()` (compiled; each call waited for).
-
-    One warm-up call each, then `repeats` rounds; a round times every call in turn, each
-    over `number` back-to-back calls (`number` chosen per call so that it lasts about
-    `min_time`, at least one call). Interleaving the variants round by round lets them
-    share the machine's load drift, which matters more than absolute accuracy for a ratio.
-
-    Returns:
-      {name: {"best": s, "median": s, "number": n}}.
-    """
-    numbers, per_call = {}, {name: [] for name in calls}
-    for name, call in calls.items():
-        jax.block_until_ready(call())
-        t0 = time.perf_counter()
-        jax.block_until_ready(call())
-        numbers[name] = max(1, math.ceil(min_time / max(time.perf_counter() - t0, 1e-7)))
-    for _ in range(max(1, repeats)):
-        for name, call in calls.items():
-            t0 = time.perf_counter()
-            for _ in range(numbers[name]):
-                jax.block_until_ready(call())
-            per_call[name].append((time.perf_counter() - t0) / numbers[name])
-    return {name: {"best": min(v), "median": statistics.median(v), "number": numbers[name]}
-            for name, v in per_call.items()}
 
 
 def random_observations(rng: np.random.Generator, n: int, size: int) -> np.ndarray:
@@ -172,10 +135,10 @@ def bench_network(game: LostCities, hidden: int, layers: int, reservoir, args) -
         losses[p] = {"mean_loss": float(metrics.loss), "final_loss": float(metrics.final_loss),
                      "nonfinite_steps": int(metrics.nonfinite_steps)}
 
-    fwd_times = time_interleaved(fwd_calls, args.repeats, args.min_time)
+    fwd_times = time_interleaved(fwd_calls, args.repeats, args.min_time, warmup=1)
     train_times = {
         p: {k: (v / args.train_steps if k != "number" else v) for k, v in t.items()}
-        for p, t in time_interleaved(train_calls, args.repeats).items()
+        for p, t in time_interleaved(train_calls, args.repeats, 0.0, warmup=1).items()
     }
 
     def max_diff(out):
@@ -234,13 +197,6 @@ def print_result(r: dict) -> None:
           f"bf16 {t['losses']['bfloat16']['final_loss']:.4g}", flush=True)
 
 
-def _loadavg() -> list[float] | None:
-    try:
-        return [round(v, 2) for v in os.getloadavg()]
-    except (AttributeError, OSError):
-        return None
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--networks", default="512x3", help="comma-separated HIDDENxLAYERS list, e.g. 512x3,1024x6")
@@ -268,7 +224,7 @@ def main(argv=None) -> int:
     game = LostCities()
     device = jax.devices()[0]
     backend = jax.default_backend()
-    load_start = _loadavg()
+    load_start = loadavg()
     print(f"float32 vs bfloat16 compute; jax {jax.__version__} on {device.platform} ({device.device_kind}); "
           f"{os.cpu_count()} CPUs, load average {load_start}")
     reservoir = filled_reservoir(game, args.capacity)
@@ -277,7 +233,7 @@ def main(argv=None) -> int:
         result = bench_network(game, hidden, layers, reservoir, args)
         print_result(result)
         results.append(result)
-    load_end = _loadavg()
+    load_end = loadavg()
 
     recommended = recommend(results)
     auto = auto_precision(backend)

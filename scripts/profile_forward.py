@@ -175,7 +175,8 @@ def print_table(rows: list[dict], spec: NetworkSpec) -> None:
           f"at batch {roof['batch']}", flush=True)
 
 
-def _loadavg() -> list[float] | None:
+def loadavg() -> list[float] | None:
+    """The 1, 5 and 15 minute load averages (2 decimals), or None where the OS has none."""
     try:
         return [round(v, 2) for v in os.getloadavg()]
     except (AttributeError, OSError):
@@ -210,7 +211,7 @@ def main(argv=None) -> int:
 
     game = LostCities()
     device = jax.devices()[0]
-    load_start = _loadavg()
+    load_start = loadavg()
     print(f"network forward, input {game.observation_size}, output {game.num_actions}; "
           f"jax {jax.__version__} on {device.platform} ({device.device_kind}); "
           f"{os.cpu_count()} CPUs, load average {load_start}")
@@ -225,7 +226,7 @@ def main(argv=None) -> int:
             print_table(config_rows, spec)
             rows.extend(config_rows)
             rooflines.append(roofline(config_rows))
-    load_end = _loadavg()
+    load_end = loadavg()
 
     print("\nnetwork roofline (best per-state time over batch sizes):")
     print(f"{'network':>8} {'precision':>9} {'us/state':>9} {'states/s':>12} {'batch':>6}")
