@@ -951,8 +951,8 @@ def probe_sampling(
         mask = g.legal(states)
         obs_rows, mask, player = _materialize(flag, g.observe_rows(states, player).T, mask, player)
         is_trav = player == traverser
-        # The probe decision is keyed by the node (traversal, index on the trajectory), so
-        # a lane that waits for its network draws the same decision again.
+        # The probe decision is keyed by the node (traversal, index on the trajectory), not
+        # by lane or loop step, so it does not depend on how the lanes are scheduled.
         probe = c.live & is_trav & (_uniforms(seed_probe, c.moves, c.tid) < cfg.branch_probability)
         need = c.live & (~is_trav | probe)
         sigma = _lane_strategy(apply_fn, params, obs_rows, mask, player, need, flag, cfg.eval_chunk)
