@@ -20,6 +20,8 @@ import numpy as np
 import pytest
 
 from lcjax.cfr import traversal as tr
+from lcjax.cfr.regret import regret_matching
+from lcjax.cfr.traversal import lanes
 from lcjax.cfr.networks import NetworkSpec, init_params, network_graphdef, make_apply
 from lcjax.env.kuhn import KuhnPoker
 from lcjax.env.leduc import LeducPoker
@@ -33,9 +35,20 @@ PARAMS = tuple(
 )
 
 
+def current_strategy(obs, mask, player):
+    """Regret matching on `player`'s advantage network (obs [..., D], mask [..., A])."""
+    regrets = jnp.where(jnp.expand_dims(player, -1) == 0, APPLY(PARAMS[0], obs), APPLY(PARAMS[1], obs))
+    return regret_matching(regrets, mask)
+
+
+def sample_traversal(num_rows: int, num_traversals: int) -> np.ndarray:
+    """The traversal that produced each row of a result buffer (contiguous blocks per traversal)."""
+    return np.arange(num_rows) // (num_rows // num_traversals)
+
+
 @functools.lru_cache(maxsize=None)
 def _single_fns():
-    strategy = jax.jit(lambda obs, mask, player: tr.current_strategy(APPLY, PARAMS, obs, mask, player))
+    strategy = jax.jit(current_strategy)
     return jax.jit(GAME.step), jax.jit(GAME.legal_action_mask), jax.jit(GAME.observe), jax.jit(GAME.returns), strategy
 
 
@@ -86,7 +99,7 @@ def sampled_regrets(result, num_traversals: int, keys: list[bytes]):
     obs = np.asarray(result.advantage.observation)
     regret = np.asarray(result.advantage.regret, np.float64)
     valid = np.asarray(result.advantage_valid)
-    traversal = tr.sample_traversal(valid.shape[0], num_traversals)
+    traversal = sample_traversal(valid.shape[0], num_traversals)
     index = {k: i for i, k in enumerate(keys)}
     sums = np.zeros((num_traversals, len(keys), GAME.num_actions))
     for row in np.flatnonzero(valid):
@@ -142,7 +155,7 @@ def test_counters_and_sample_shapes():
 def test_rewritten_game_functions_match_the_game(game):
     """The traversals' vmapped game functions (one-hot indexing) equal the game's own."""
     w = 64
-    batched = tr._Batched(game)
+    batched = lanes.BatchedGame(game)
     own = lambda f: jax.vmap(f, in_axes=-1, out_axes=-1)  # noqa: E731
     step, legal, observe = jax.jit(own(game.step)), jax.jit(own(game.legal_action_mask)), jax.jit(own(game.observe))
     b_step, b_legal, b_observe = jax.jit(batched.step), jax.jit(batched.legal), jax.jit(batched.observe_rows)
@@ -161,10 +174,10 @@ def test_rewritten_game_functions_match_the_game(game):
 
 def test_helpers():
     x = (jax.random.uniform(jax.random.key(0), (1000,)) < 0.3).astype(jnp.int32)
-    np.testing.assert_array_equal(tr._prefix_count(x), np.cumsum(np.asarray(x)))
-    u = np.asarray(tr._uniforms(jnp.array([1, 2], jnp.uint32), jnp.int32(5), jnp.arange(100_000)))
+    np.testing.assert_array_equal(lanes.prefix_count(x), np.cumsum(np.asarray(x)))
+    u = np.asarray(lanes.uniforms(jnp.array([1, 2], jnp.uint32), jnp.int32(5), jnp.arange(100_000)))
     assert u.min() >= 0.0 and u.max() < 1.0 and abs(u.mean() - 0.5) < 0.01
-    assert tr.sample_traversal(12, 3).tolist() == [0] * 4 + [1] * 4 + [2] * 4
+    assert sample_traversal(12, 3).tolist() == [0] * 4 + [1] * 4 + [2] * 4
 
 
 @pytest.mark.parametrize("w, chunk, p1_share, need_share", [(64, 16, 0.5, 0.9), (64, 0, 0.9, 0.3), (7, 4, 0.4, 1.0), (1, 0, 1.0, 1.0), (16, 8, 0.5, 0.0)])
@@ -176,9 +189,20 @@ def test_every_needing_lane_gets_its_own_players_strategy(w, chunk, p1_share, ne
     player = (jax.random.uniform(keys[1], (w,)) < p1_share).astype(jnp.int32)
     need = jax.random.uniform(keys[2], (w,)) < need_share
     mask = jnp.ones((GAME.num_actions, w), bool).at[0, : w // 2].set(False)
-    fn = jax.jit(functools.partial(tr._lane_strategy, APPLY, PARAMS, chunk=chunk))
+    fn = jax.jit(functools.partial(lanes.lane_strategy, APPLY, PARAMS, chunk=chunk))
     sigma = np.asarray(fn(obs, mask, player, need, jnp.bool_(True)))
     need = np.asarray(need)
-    expected = np.asarray(jax.vmap(lambda o, m, p: tr.current_strategy(APPLY, PARAMS, o, m, p))(obs, mask.T, player)).T
+    expected = np.asarray(jax.vmap(current_strategy)(obs, mask.T, player)).T
     np.testing.assert_allclose(sigma[:, need], expected[:, need], rtol=1e-5, atol=1e-6)
-    assert tr.eval_chunk_size(chunk) == (chunk or tr.eval_chunk_size())
+    assert lanes.eval_chunk_size(chunk) == (chunk or lanes.eval_chunk_size())
+
+
+def test_refill_hands_out_items_in_lane_order():
+    free = jnp.array([True, False, True, True, False, True])
+    r = lanes.refill(free, jnp.int32(5), 7)
+    # Free lanes 0, 2, 3, 5 would take items 5, 6, 7, 8; only 5 and 6 exist.
+    assert np.asarray(r.start).tolist() == [True, False, True, False, False, False]
+    assert np.asarray(r.item)[[0, 2]].tolist() == [5, 6]
+    assert int(r.next_item) == 7
+    r = lanes.refill(jnp.zeros((4,), bool), jnp.int32(0), jnp.int32(0))
+    assert not np.asarray(r.start).any() and int(r.next_item) == 0
