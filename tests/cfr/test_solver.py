@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from lcjax.cfr import exploitability as ex
-from lcjax.cfr.solver import DeepCFR, SolverConfig, small_game_config
+from lcjax.cfr.solver import DeepCFR, SolverConfig, make_solver, small_game_config
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 from scripts import solve_small  # noqa: E402
@@ -77,7 +77,7 @@ def config() -> SolverConfig:
 
 @pytest.fixture(scope="module")
 def solver(config) -> DeepCFR:
-    return DeepCFR(GAME, config)
+    return make_solver(GAME, config)
 
 
 @pytest.fixture(scope="module")
