@@ -56,8 +56,8 @@ from lcjax.cfr.solver import SolverConfig, make_solver, small_game_config
 from lcjax.env.kuhn import KuhnPoker
 from lcjax.env.leduc import LeducPoker
 
-# One object per game: solvers for an equal (game, config) share their compiled phases, and
-# the exploitability module caches its game tree per game object.
+# One object per game: `make_solver` returns one solver per equal (game, config), and the
+# exploitability module caches its game tree per game.
 GAMES = {"kuhn": KuhnPoker(), "leduc": LeducPoker()}
 # Metrics of the measured iteration copied into its curve row ("/" becomes "_"), when present.
 _COPIED = (

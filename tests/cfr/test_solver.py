@@ -1,7 +1,7 @@
 """End-to-end tests of the Deep CFR solver on Kuhn poker.
 
 Compilation dominates on CPU, so every test here uses one tiny configuration (`TINY`) on one
-game object: solvers built for an equal (game, config) pair share their jitted phases, so
+game object: `make_solver` returns one solver per equal (game, config) pair, so
 the whole module compiles the solver once, including the in-process run of
 `scripts/solve_small.py`.
 """
