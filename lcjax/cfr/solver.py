@@ -37,7 +37,6 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from lcjax.cfr import traversal as tr
 from lcjax.cfr.memory import Reservoir, reservoir_add, reservoir_init
