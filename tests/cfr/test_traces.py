@@ -78,7 +78,8 @@ def test_equal_configs_share_the_arena_act():
     same act, so evaluating a second solver reuses the first one's compiled match."""
     config = dataclasses.replace(CONFIG, max_strategy=3)
     for kind in ("average", "current"):
-        act, params_of = agent_act(make_solver(LostCities(), config), kind)
+        act, _ = agent_act(make_solver(LostCities(), config), kind)
         again, _ = agent_act(make_solver(LostCities(), dataclasses.replace(config)), kind)
         assert again is act
-    assert agent_act(make_solver(LostCities(), config), "average")[0] is not act
+    # A different config is a different solver, with its own act.
+    assert agent_act(make_solver(LostCities(), CONFIG), "current")[0] is not act
