@@ -90,7 +90,11 @@ def _print_match(a: str, b: str, s: dict, seconds: float) -> None:
 
 # ----------------------------------------------------------------------------- train
 class _TrainDisplay:
-    """A live progress panel fed by the run driver's events."""
+    """A live progress panel fed by the run driver's events.
+
+    The panel appears at the driver's "start" event, which comes after every check of the
+    config, run directory and checkpoint: a run that cannot start prints only its error.
+    """
 
     def __init__(self, console, max_minutes):
         from rich.live import Live
@@ -107,16 +111,19 @@ class _TrainDisplay:
         self.live = Live(self._render(), console=console, refresh_per_second=2, transient=False)
 
     def __enter__(self):
-        self.live.__enter__()
         return self
 
     def __exit__(self, *exc):
+        if not self.live.is_started:
+            return False
         self.live.update(self._render())
         return self.live.__exit__(*exc)
 
     def __call__(self, event: dict) -> None:
         kind = event["event"]
         if kind == "start":
+            self.start = time.monotonic()
+            self.live.start(refresh=True)
             self.iteration = event["iteration"]
             self.max_iterations = event["max_iterations"]
             self.console.print(f"run directory: {event['run_dir']}")

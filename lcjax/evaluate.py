@@ -12,14 +12,12 @@ drivers can log them next to the training metrics.
 
 from __future__ import annotations
 
-import functools
 from typing import Any, Sequence
 
 import jax
 import numpy as np
 
 from lcjax.cfr import exploitability as xpl
-from lcjax.cfr.policy import average_policy, bind, current_policy, make_act
 from lcjax.env.arena import play_games, summarize
 from lcjax.env.bots import BOT_NAMES, make_bot
 from lcjax.env.lost_cities import LostCities
@@ -32,26 +30,15 @@ def _check_policy(policy: str) -> None:
         raise ValueError(f"policy {policy!r} is not one of: {', '.join(POLICIES)}")
 
 
-@functools.lru_cache(maxsize=64)
 def agent_act(solver, policy: str = "average"):
     """(act(params, key, state), params getter) for the solver's `policy`.
 
-    Cached per (solver, policy): the arena compiles one match per policy object, so
-    returning the same object makes every later evaluation reuse the compiled match.
-    The current policy needs the acting seat's advantage network: both networks run and
-    the acting player's output is kept (one batched forward per network under vmap).
+    The act is the solver's own object (`DeepCFR.policy_act`), and `make_solver` gives one
+    solver per (game, config), so every later evaluation reuses the arena's compiled match.
+    Policies come from `lcjax.cfr.policy`: the current one plays the acting seat's network.
     """
     _check_policy(policy)
-    if policy == "average":
-        return make_act(solver.game, average_policy(solver.apply_fn)), lambda state: state.strategy_params
-    single = make_act(solver.game, current_policy(solver.apply_fn))
-
-    def act(params, key, state):
-        a0 = single(params[0], key, state)
-        a1 = single(params[1], key, state)
-        return jax.numpy.where(state.current_player == 0, a0, a1)
-
-    return act, lambda state: state.advantage_params
+    return solver.policy_act(policy), lambda state: solver.policy_params(state, policy)
 
 
 def match_metrics(summary: dict, prefix: str) -> dict[str, float]:
@@ -113,18 +100,10 @@ def evaluate_head_to_head(solver_a, state_a, solver_b, state_b, games: int, key,
 def evaluate_exploitability(solver, state, *, policy: str = "average") -> dict[str, float]:
     """Exact exploitability (chips) of a small game's policy; `eval/exploitability`."""
     _check_policy(policy)
-    if policy == "average":
-        fn = solver.average_policy_fn(state)
-    else:
-        p0, p1 = solver.current_policy_fn(state, 0), solver.current_policy_fn(state, 1)
-        tree = xpl.game_tree(solver.game)
-        # The current policy of each infoset's acting player.
-        table = np.where(
-            (tree.infoset_player == 0)[:, None],
-            np.asarray(p0(tree.infoset_obs, tree.infoset_mask)),
-            np.asarray(p1(tree.infoset_obs, tree.infoset_mask)),
-        )
-        fn = xpl.tabular_policy_fn(tree, table)
+    tree = xpl.game_tree(solver.game)
+    # The policy on every information set, each read off for its acting player.
+    table = solver.policy_fn(state, policy)(tree.infoset_obs, tree.infoset_mask, tree.infoset_player)
+    fn = xpl.tabular_policy_fn(tree, np.asarray(table))
     return {"eval/exploitability": float(xpl.exploitability(solver.game, fn))}
 
 

@@ -32,7 +32,7 @@ import jax
 import numpy as np
 
 from lcjax.checkpoint import Checkpointer, CheckpointError
-from lcjax.cfr.solver import DeepCFR
+from lcjax.cfr.solver import DeepCFR, make_solver
 from lcjax.config import Config, ConfigError, config_to_dict, load_config, make_game, save_config, solver_config
 from lcjax.evaluate import evaluate
 
@@ -44,19 +44,11 @@ CHECKPOINT_DIR = "checkpoints"
 RESUMABLE_SECTIONS = ("run", "checkpoint", "evaluation")
 
 
-_SOLVERS: dict[tuple, DeepCFR] = {}
-
-
-def make_solver(config: Config) -> DeepCFR:
-    """The DeepCFR for `config`, one per (game, rules, solver config) in this process.
-
-    The solver holds only compiled functions (all run data is in SolverState), so sharing
-    it lets a resumed run, an evaluation or a notebook reuse what an earlier run compiled.
-    """
-    key = (config.game, config.rules, solver_config(config))
-    if key not in _SOLVERS:
-        _SOLVERS[key] = DeepCFR(make_game(config), key[2])
-    return _SOLVERS[key]
+def run_solver(config: Config) -> DeepCFR:
+    """The DeepCFR of a run's config: `make_solver` on its game and solver settings, so runs,
+    evaluations and notebooks in one process share one solver (and its compilations) per
+    equal config."""
+    return make_solver(make_game(config), solver_config(config))
 
 
 class RunError(ValueError):
@@ -185,6 +177,16 @@ class _Interrupt:
         return False
 
 
+@dataclasses.dataclass
+class _RunState:
+    """What the driver carries from one iteration to the next (all of it is checkpointed)."""
+
+    state: Any
+    iteration: int
+    last_eval: dict
+    last_eval_iteration: int
+
+
 def train(
     config: Config | None = None,
     *,
@@ -203,7 +205,9 @@ def train(
       runs_root: where new run directories are created.
       run_dir: an explicit new run directory (must not exist) instead of a timestamped one.
       name: run name (default: `config.run.name`).
-      progress: called with a dict after each phase-level event (see `lcjax.cli`).
+      progress: called with a dict after each phase-level event (see `lcjax.cli`); the
+        first is "start", sent once the run directory and checkpoint are open, so every
+        RunError comes before it.
       max_iterations: override `run.max_iterations` for this call only (tests use it to stop
         a run early and resume it).
 
@@ -211,110 +215,138 @@ def train(
       RunResult.
     """
     notify = progress or (lambda event: None)
+    config, run_path = resolve_run(config, resume=resume, runs_root=runs_root, run_dir=run_dir, name=name)
+    solver = run_solver(config)
     if resume is not None:
-        run_path = Path(resume)
-        if not (run_path / CONFIG_FILE).exists():
-            raise RunError(f"cannot resume: {run_path} is not a run directory (no {CONFIG_FILE})")
-        saved = load_config(run_path / CONFIG_FILE)
-        if config is None:
-            config = saved
-        else:
-            _check_resume_compatible(saved, config)
+        ckpt, run = _reopen(solver, config, run_path, notify)
     else:
-        if config is None:
-            raise RunError("a config is needed to start a new run")
-        run_path = Path(run_dir) if run_dir is not None else new_run_dir(runs_root, name or config.run.name)
-        if run_path.exists():
-            raise RunError(f"run directory {run_path} already exists; refusing to overwrite it")
-
-    solver = make_solver(config)
-    metrics_path = run_path / METRICS_FILE
-
-    if resume is not None:
-        try:
-            ckpt = Checkpointer.open(run_path / CHECKPOINT_DIR, keep=config.checkpoint.keep, create=False)
-            # Memories not in the checkpoint come from this template, so it must be real.
-            memory_saved = ckpt.read_metadata().get("memory_saved", True)
-            template = _template(solver, config, abstract=memory_saved)
-            state, meta = ckpt.restore(None, template=template)
-        except CheckpointError as err:
-            raise RunError(f"cannot resume {run_path}: {err}") from err
-        iteration = int(state.iteration)
-        rows = [r for r in read_metrics(run_path) if r.get("iteration", 0) <= iteration]
-        if (not rows or rows[-1].get("iteration") != iteration) and meta.get("metrics_row"):
-            rows.append(meta["metrics_row"])  # the row was lost after the checkpoint was saved
-        _write_metrics(metrics_path, rows)
-        last_eval = meta.get("last_eval", {})
-        last_eval_iteration = meta.get("last_eval_iteration", 0)
-        if not meta.get("memory_saved", True):
-            notify({"event": "warning", "message": "checkpoint has no memories: resume is not exact"})
-    else:
-        run_path.mkdir(parents=True)
-        save_config(config, run_path / CONFIG_FILE)
-        metrics_path.touch()
-        ckpt = Checkpointer.open(run_path / CHECKPOINT_DIR, keep=config.checkpoint.keep, create=True)
-        state = _template(solver, config, abstract=False)
-        iteration = 0
-        last_eval = {}
-        last_eval_iteration = 0
-
+        ckpt, run = _create(solver, config, run_path)
     limit = config.run.max_iterations if max_iterations is None else max_iterations
-    deadline = None if config.run.max_minutes is None else time.monotonic() + 60.0 * config.run.max_minutes
-    stopped_by = "max_iterations"
-    ev = config.evaluation
-    notify({"event": "start", "run_dir": str(run_path), "iteration": iteration, "max_iterations": limit})
-
-    def save(row: dict | None) -> float:
-        t0 = time.perf_counter()
-        meta = {
-            "config": config_to_dict(config),
-            "metrics_row": row,
-            "last_eval": last_eval,
-            "last_eval_iteration": last_eval_iteration,
-            "memory_saved": config.memory.save_in_checkpoint,
-        }
-        ckpt.save(int(state.iteration), state, metadata=meta, include_memory=config.memory.save_in_checkpoint)
-        return time.perf_counter() - t0
-
+    notify({"event": "start", "run_dir": str(run_path), "iteration": run.iteration, "max_iterations": limit})
     with _Interrupt() as interrupt:
         try:
-            while iteration < limit:
-                if deadline is not None and time.monotonic() >= deadline:
-                    stopped_by = "max_minutes"
-                    break
-                if interrupt.requested:
-                    stopped_by = "interrupt"
-                    break
-                notify({"event": "phase", "phase": "iteration", "iteration": iteration + 1})
-                state, row = solver.iteration(state)
-                iteration = int(state.iteration)
-                row["time/evaluation_seconds"] = 0.0
-                row["time/checkpoint_seconds"] = 0.0
-                final = iteration >= limit
-                if ev.eval_every and (iteration % ev.eval_every == 0 or final):
-                    notify({"event": "phase", "phase": "evaluation", "iteration": iteration})
-                    t0 = time.perf_counter()
-                    extended = bool(ev.extended_every) and (iteration % ev.extended_every == 0 or final)
-                    last_eval = evaluate(solver, state, ev, eval_key(config.run.seed, iteration), extended=extended)
-                    last_eval_iteration = iteration
-                    row.update(last_eval)
-                    row["time/evaluation_seconds"] = time.perf_counter() - t0
-                row = _jsonable(row)
-                if iteration % config.checkpoint.save_every == 0 or final:
-                    notify({"event": "phase", "phase": "checkpoint", "iteration": iteration})
-                    row["time/checkpoint_seconds"] = save(row)
-                _append_metrics(metrics_path, row)
-                notify({"event": "iteration", "row": row, "last_eval": last_eval})
-            if ckpt.latest_step() != int(state.iteration) and int(state.iteration) > 0:
+            stopped_by = _iterate(solver, config, run_path, ckpt, run, limit, interrupt, notify)
+            if ckpt.latest_step() != int(run.state.iteration) and int(run.state.iteration) > 0:
                 rows = read_metrics(run_path)
-                save(rows[-1] if rows and rows[-1].get("iteration") == int(state.iteration) else None)
+                _save(ckpt, config, run, rows[-1] if rows and rows[-1].get("iteration") == int(run.state.iteration) else None)
         except KeyboardInterrupt:
             # A second Ctrl-C: the iteration in flight may have consumed (donated) the
             # state's memories, so nothing is saved; the last checkpoint stays valid.
             stopped_by = "interrupt"
         ckpt.wait_until_finished()
-    notify({"event": "end", "iteration": iteration, "stopped_by": stopped_by, "last_eval": last_eval})
-    return RunResult(run_path, iteration, stopped_by, last_eval, last_eval_iteration, solver, state)
+    notify({"event": "end", "iteration": run.iteration, "stopped_by": stopped_by, "last_eval": run.last_eval})
+    return RunResult(run_path, run.iteration, stopped_by, run.last_eval, run.last_eval_iteration, solver, run.state)
+
+
+def resolve_run(
+    config: Config | None,
+    *,
+    resume: str | os.PathLike | None = None,
+    runs_root: str | os.PathLike = "runs",
+    run_dir: str | os.PathLike | None = None,
+    name: str | None = None,
+) -> tuple[Config, Path]:
+    """(config, run directory) of a run `train` would start or resume; writes nothing.
+
+    Raises:
+      RunError: resuming something that is not a run directory or with an incompatible
+        config, no config for a new run, or a new run directory that already exists.
+    """
+    if resume is not None:
+        run_path = Path(resume)
+        if not (run_path / CONFIG_FILE).exists():
+            raise RunError(f"cannot resume: {run_path} is not a run directory (no {CONFIG_FILE})")
+        saved = load_config(run_path / CONFIG_FILE)
+        if config is not None:
+            _check_resume_compatible(saved, config)
+        return (saved if config is None else config), run_path
+    if config is None:
+        raise RunError("a config is needed to start a new run")
+    run_path = Path(run_dir) if run_dir is not None else new_run_dir(runs_root, name or config.run.name)
+    if run_path.exists():
+        raise RunError(f"run directory {run_path} already exists; refusing to overwrite it")
+    return config, run_path
+
+
+def _create(solver, config: Config, run_path: Path) -> tuple[Checkpointer, _RunState]:
+    """A new run directory (config, empty metrics, checkpoints) and the initial state."""
+    run_path.mkdir(parents=True)
+    save_config(config, run_path / CONFIG_FILE)
+    (run_path / METRICS_FILE).touch()
+    ckpt = Checkpointer.open(run_path / CHECKPOINT_DIR, keep=config.checkpoint.keep, create=True)
+    return ckpt, _RunState(_template(solver, config, abstract=False), 0, {}, 0)
+
+
+def _reopen(solver, config: Config, run_path: Path, notify) -> tuple[Checkpointer, _RunState]:
+    """The latest checkpoint of a run, with its metrics file cut back to match it."""
+    try:
+        ckpt = Checkpointer.open(run_path / CHECKPOINT_DIR, keep=config.checkpoint.keep, create=False)
+        # Memories not in the checkpoint come from this template, so it must be real.
+        memory_saved = ckpt.read_metadata().get("memory_saved", True)
+        template = _template(solver, config, abstract=memory_saved)
+        state, meta = ckpt.restore(None, template=template)
+    except CheckpointError as err:
+        raise RunError(f"cannot resume {run_path}: {err}") from err
+    iteration = int(state.iteration)
+    rows = [r for r in read_metrics(run_path) if r.get("iteration", 0) <= iteration]
+    if (not rows or rows[-1].get("iteration") != iteration) and meta.get("metrics_row"):
+        rows.append(meta["metrics_row"])  # the row was lost after the checkpoint was saved
+    _write_metrics(run_path / METRICS_FILE, rows)
+    if not meta.get("memory_saved", True):
+        notify({"event": "warning", "message": "checkpoint has no memories: resume is not exact"})
+    return ckpt, _RunState(state, iteration, meta.get("last_eval", {}), meta.get("last_eval_iteration", 0))
+
+
+def _save(ckpt: Checkpointer, config: Config, run: _RunState, row: dict | None) -> float:
+    """Checkpoint `run.state` with the metadata a resume needs; returns the seconds taken."""
+    t0 = time.perf_counter()
+    meta = {
+        "config": config_to_dict(config),
+        "metrics_row": row,
+        "last_eval": run.last_eval,
+        "last_eval_iteration": run.last_eval_iteration,
+        "memory_saved": config.memory.save_in_checkpoint,
+    }
+    ckpt.save(int(run.state.iteration), run.state, metadata=meta, include_memory=config.memory.save_in_checkpoint)
+    return time.perf_counter() - t0
+
+
+def _iterate(solver, config: Config, run_path: Path, ckpt, run: _RunState, limit: int, interrupt, notify) -> str:
+    """Iterations until `limit`, the deadline or a Ctrl-C; returns what stopped them."""
+    deadline = None if config.run.max_minutes is None else time.monotonic() + 60.0 * config.run.max_minutes
+    while run.iteration < limit:
+        if deadline is not None and time.monotonic() >= deadline:
+            return "max_minutes"
+        if interrupt.requested:
+            return "interrupt"
+        notify({"event": "phase", "phase": "iteration", "iteration": run.iteration + 1})
+        run.state, row = solver.iteration(run.state)
+        run.iteration = int(run.state.iteration)
+        final = run.iteration >= limit
+        row.update({"time/evaluation_seconds": 0.0, "time/checkpoint_seconds": 0.0})
+        row["time/evaluation_seconds"] = _evaluate_if_due(solver, config, run, row, final, notify)
+        row = _jsonable(row)
+        if run.iteration % config.checkpoint.save_every == 0 or final:
+            notify({"event": "phase", "phase": "checkpoint", "iteration": run.iteration})
+            row["time/checkpoint_seconds"] = _save(ckpt, config, run, row)
+        _append_metrics(run_path / METRICS_FILE, row)
+        notify({"event": "iteration", "row": row, "last_eval": run.last_eval})
+    return "max_iterations"
+
+
+def _evaluate_if_due(solver, config: Config, run: _RunState, row: dict, final: bool, notify) -> float:
+    """The scheduled evaluation of `run.iteration`, if one is due: its metrics go into `row`
+    and `run.last_eval`. Returns the seconds it took (0 if none was due)."""
+    ev = config.evaluation
+    if not ev.eval_every or (run.iteration % ev.eval_every != 0 and not final):
+        return 0.0
+    notify({"event": "phase", "phase": "evaluation", "iteration": run.iteration})
+    t0 = time.perf_counter()
+    extended = bool(ev.extended_every) and (run.iteration % ev.extended_every == 0 or final)
+    run.last_eval = evaluate(solver, run.state, ev, eval_key(config.run.seed, run.iteration), extended=extended)
+    run.last_eval_iteration = run.iteration
+    row.update(run.last_eval)
+    return time.perf_counter() - t0
 
 
 def _template(solver, config: Config, *, abstract: bool):
@@ -339,7 +371,7 @@ def load_run(run_dir: str | os.PathLike, step: int | None = None, *, with_memory
         config = load_config(run_path / CONFIG_FILE)
     except ConfigError as err:
         raise RunError(f"{run_path / CONFIG_FILE}: {err}") from err
-    solver = make_solver(config)
+    solver = run_solver(config)
     try:
         ckpt = Checkpointer.open(run_path / CHECKPOINT_DIR, create=False)
         template = _template(solver, config, abstract=True)

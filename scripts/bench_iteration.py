@@ -60,7 +60,7 @@ from lcjax import config as lc_config  # noqa: E402
 from lcjax.cli import positive_int  # noqa: E402
 from lcjax.cfr import traversal as tr  # noqa: E402
 from lcjax.cfr.networks import init_params  # noqa: E402
-from lcjax.cfr.solver import DeepCFR  # noqa: E402
+from lcjax.cfr.solver import DeepCFR, make_solver  # noqa: E402
 
 DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs", "deep_cfr", "default.yaml")
 
@@ -130,7 +130,7 @@ def solver_for(config: lc_config.Config, args, traversals_per_player: int):
         strategy_batch=args.batch,
         strategy_train_every=1,
     )
-    return DeepCFR(lc_config.make_game(config), sc)
+    return make_solver(lc_config.make_game(config), sc)
 
 
 def _eval_and_checkpoint(solver, state, config, seed: int) -> dict[str, float]:

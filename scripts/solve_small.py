@@ -52,12 +52,12 @@ import jax
 import numpy as np
 
 from lcjax.cfr import exploitability as ex
-from lcjax.cfr.solver import DeepCFR, SolverConfig, small_game_config
+from lcjax.cfr.solver import SolverConfig, make_solver, small_game_config
 from lcjax.env.kuhn import KuhnPoker
 from lcjax.env.leduc import LeducPoker
 
-# One object per game: solvers for an equal (game, config) share their compiled phases, and
-# the exploitability module caches its game tree per game object.
+# One object per game: `make_solver` returns one solver per equal (game, config), and the
+# exploitability module caches its game tree per game.
 GAMES = {"kuhn": KuhnPoker(), "leduc": LeducPoker()}
 # Metrics of the measured iteration copied into its curve row ("/" becomes "_"), when present.
 _COPIED = (
@@ -166,7 +166,7 @@ def solve(
 
     solver_seconds = solver_cpu = 0.0
     t0, c0 = time.perf_counter(), time.process_time()
-    solver = DeepCFR(game, config)
+    solver = make_solver(game, config)
     state = jax.block_until_ready(solver.init(jax.random.key(seed)))
     solver_seconds += time.perf_counter() - t0
     solver_cpu += time.process_time() - c0

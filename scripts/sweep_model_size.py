@@ -16,7 +16,7 @@ applies them; only `network.hidden_size` and `network.num_layers` change between
 base configuration's own network (512 x 3 in default.yaml) is the *reference* of the
 recommendation; it is always run, and first, even when the grid does not list it.
 
-The solver is driven directly (`lcjax.run.make_solver`, `init`, `iteration`): no run
+The solver is driven directly (`lcjax.run.run_solver`, `init`, `iteration`): no run
 directory, no checkpoints. Every `eval_every` iterations and after the last one the average
 policy plays `games` games against each of the config's `evaluation.opponents`
 (`lcjax.evaluate.evaluate_against_bots`, seats alternated). The evaluation key depends only
@@ -408,14 +408,14 @@ def train_network(
     import jax
 
     from lcjax.evaluate import evaluate_against_bots
-    from lcjax.run import eval_key, make_solver
+    from lcjax.run import eval_key, run_solver
 
     net = config.network
     name = network_name(net.hidden_size, net.num_layers)
     opponents = list(config.evaluation.opponents)
     opt = config.optimization
     wall0 = time.perf_counter()
-    solver = make_solver(config)
+    solver = run_solver(config)
     game = solver.game
     flops = forward_flops(game.observation_size, game.num_actions, net.hidden_size, net.num_layers)
     state = solver.init(jax.random.key(seed))

@@ -11,7 +11,7 @@ from lcjax import cli
 from lcjax.cfr.solver import DeepCFR
 from lcjax.checkpoint import Checkpointer
 from lcjax.config import config_from_dict, make_game, save_config, solver_config
-from lcjax.run import make_solver
+from lcjax.run import run_solver
 
 TINY_LC = {
     "game": "lost_cities",
@@ -30,7 +30,7 @@ def run_dir(tmp_path_factory):
     path.mkdir()
     config = config_from_dict(TINY_LC)
     save_config(config, path / "config.yaml")
-    solver = make_solver(config)
+    solver = run_solver(config)
     state = solver.init(jax.random.key(0))
     with Checkpointer.open(path / "checkpoints", keep=1, create=True) as ckpt:
         ckpt.save(0, state, metadata={"note": "untrained"})

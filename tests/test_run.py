@@ -168,6 +168,22 @@ def test_cli_resume_missing_run(tmp_path, capsys):
     assert "ghost" in _error_line(capsys)
 
 
+def test_cli_resume_that_cannot_start_prints_only_the_error(tmp_path, capsys):
+    # The live panel must not start (it would print pieces of itself) before the checks.
+    ghost = tmp_path / "ghost"
+    assert cli.main(["train", "--resume", str(ghost)]) == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.splitlines() == [f"error: cannot resume: {ghost} is not a run directory (no config.yaml)"]
+    # A run directory without checkpoints fails later, still before the panel.
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    save_config(config_from_dict(TINY), empty / "config.yaml")
+    assert cli.main(["train", "--resume", str(empty)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.splitlines()) == 1 and err.startswith(f"error: cannot resume {empty}"), err
+
+
 def test_cli_evaluate_small_game(straight, capsys):
     assert cli.main(["evaluate", "--checkpoint", str(straight.run_dir)]) == 0
     assert "exploitability" in capsys.readouterr().out

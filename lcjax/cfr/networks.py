@@ -192,6 +192,8 @@ def apply_network(graphdef: nnx.GraphDef, params: Params, x: Array) -> Array:
     return nnx.merge(graphdef, params)(x)
 
 
+# Stays (besides `make_solver`): scripts and tests jit `apply` as a static argument, which
+# only hits the jit cache if equal architectures give the same function object.
 @functools.lru_cache(maxsize=None)
 def make_apply(graphdef: nnx.GraphDef) -> Callable[[Params, Array], Array]:
     """The pure function `apply(params, x) -> float32[..., out_size]` for `graphdef`.

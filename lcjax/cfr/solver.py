@@ -13,9 +13,10 @@ compiles each phase once:
 * strategy training: the average-strategy network on the strategy reservoir, every
   `strategy_train_every` iterations.
 
-The first `iteration` compiles all phases side by side in threads (`precompile`), and
-solvers built for an equal (game, config) pair share their compiled phases.
-`small_game_config` holds tuned settings for Kuhn and Leduc poker.
+The first `iteration` compiles all phases side by side in threads (`precompile`).
+`make_solver(game, config)` is the cached constructor: it returns one solver per equal
+(game, config) pair, so a resumed run, an evaluation, a script or a notebook reuses what an
+earlier one compiled. `small_game_config` holds tuned settings for Kuhn and Leduc poker.
 
 All solver data lives in `SolverState`, a pytree (networks, optimizer states, memories, PRNG
 key, iteration counter), so a run is checkpointed and resumed by saving that pytree.
@@ -36,12 +37,11 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from lcjax.cfr import traversal as tr
 from lcjax.cfr.memory import Reservoir, reservoir_add, reservoir_init
 from lcjax.cfr.networks import NetworkSpec, init_params, make_apply, network_graphdef
-from lcjax.cfr.policy import average_policy, current_policy
+from lcjax.cfr.policy import average_policy, bind, current_policy, make_act
 from lcjax.cfr.samples import AdvantageSample, StrategySample
 from lcjax.cfr.training import advantage_loss, make_optimizer, strategy_loss, train_steps
 
@@ -284,10 +284,11 @@ class SolverState(NamedTuple):
 
 
 class _Phases:
-    """The jitted phases of one (game, config), shared by every DeepCFR built for that pair.
+    """The jitted phases of one (game, config), and its policies.
 
-    JAX caches compilations per function object, so solvers that share these objects compile
-    each phase once per process (a test suite, or a script run in-process after another).
+    JAX caches compilations per function object, so these objects compile once each; a
+    DeepCFR owns one `_Phases`, and `make_solver` shares solvers (hence phases) per
+    (game, config).
     """
 
     def __init__(self, game, config: SolverConfig):
@@ -350,10 +351,10 @@ class _Phases:
         self.add_strategy = jit(functools.partial(_add_weighted, c.strategy_weight_power), donate_argnums=(1,))
         self.fresh_network = jax.jit(self._fresh_network)
         self.iteration_keys = jax.jit(self._iteration_keys)
-        # Reading a policy off new parameters never recompiles.
-        self.average_policy = jax.jit(average_policy(self.apply_fn))
-        self.current_policy = jax.jit(current_policy(self.apply_fn))
-        self.compiled = False
+        # One object per policy: reading a policy off new parameters (`policy.bind`) and
+        # the arena's matches (compiled per act object) never recompile.
+        self.policies = {"average": average_policy(self.apply_fn), "current": current_policy(self.apply_fn)}
+        self.acts = {name: make_act(game, policy) for name, policy in self.policies.items()}
 
     def _fresh_network(self, key):
         params = init_params(self.spec, key)
@@ -367,21 +368,10 @@ class _Phases:
         return key, jax.random.split(k_chunks, 2 * n * 3).reshape(2, n, 3), jax.random.split(k_rest, 5)
 
 
-@functools.lru_cache(maxsize=16)
-def _cached_phases(game, config: SolverConfig) -> _Phases:
-    return _Phases(game, config)
-
-
-def _phases(game, config: SolverConfig) -> _Phases:
-    try:
-        hash(game)
-    except TypeError:  # an unhashable game gets its own phases
-        return _Phases(game, config)
-    return _cached_phases(game, config)
-
-
 class DeepCFR:
     """A Deep CFR solver for `game` with `config`; see the module docstring.
+
+    Each instance compiles its own phases; build solvers with `make_solver` to share them.
 
     Attributes:
       game: the game.
@@ -393,7 +383,7 @@ class DeepCFR:
     def __init__(self, game, config: SolverConfig = SolverConfig()):
         self.game = game
         self.config = config
-        phases = _phases(game, config)
+        phases = _Phases(game, config)
         self._phases = phases
         self.spec = phases.spec
         self.apply_fn = phases.apply_fn
@@ -405,9 +395,8 @@ class DeepCFR:
         self._add_strategy = phases.add_strategy
         self._fresh_network = phases.fresh_network
         self._iteration_keys = phases.iteration_keys
-        self._average_policy = phases.average_policy
-        self._current_policy = phases.current_policy
         self._players = (jnp.int32(0), jnp.int32(1))
+        self._compiled = False  # set by `precompile`
 
     # ----------------------------------------------------------------- state
     def _example_samples(self):
@@ -448,7 +437,7 @@ class DeepCFR:
         a multi-core host compiling the phases side by side shortens the first iteration.
         Returns the seconds it took (0 once compiled).
         """
-        if self._phases.compiled:
+        if self._compiled:
             return 0.0
         t0 = time.perf_counter()
         key, chunk_keys, keys = self._iteration_keys(state.key)
@@ -466,15 +455,10 @@ class DeepCFR:
         with concurrent.futures.ThreadPoolExecutor(max_workers=min(len(lowered), os.cpu_count() or 1)) as pool:
             # Compiling populates each jitted function's cache, so later calls reuse it.
             list(pool.map(lambda lowered: lowered.compile(), lowered))
-        self._phases.compiled = True
+        self._compiled = True
         return time.perf_counter() - t0
 
     # ----------------------------------------------------------------- phases
-    def traverse(self, state: SolverState, player: int, key: Array) -> tr.TraversalResult:
-        """One chunk of `traversal_batch` traversals for `player` at iteration t + 1."""
-        t = (state.iteration + 1).astype(jnp.float32)
-        return self._traverse(state.advantage_params, jnp.int32(player), t, key)
-
     def iteration(self, state: SolverState) -> tuple[SolverState, dict[str, float]]:
         """One Deep CFR iteration; returns the new state and its metrics (host floats).
 
@@ -484,7 +468,6 @@ class DeepCFR:
         `nonfinite/*` of the training phases (`*/strategy` only on iterations that train the
         strategy network).
         """
-        c = self.config
         t_start = time.perf_counter()
         compile_seconds = self.precompile(state)
         key, chunk_keys, keys = self._iteration_keys(state.key)
@@ -497,38 +480,22 @@ class DeepCFR:
         strat_memory = state.strategy_memory
         metrics: dict[str, float] = {}
         for player in (0, 1):
-            for chunk in range(c.num_chunks):
-                k_trav, k_adv, k_strat = chunk_keys[player, chunk]
-                t0 = time.perf_counter()
-                result = jax.block_until_ready(self._traverse(tuple(adv_params), self._players[player], t_next, k_trav))
-                t1 = time.perf_counter()
-                adv_memory[player] = self._add_advantage(k_adv, adv_memory[player], result.advantage, result.advantage_valid)
-                strat_memory = self._add_strategy(k_strat, strat_memory, result.strategy, result.strategy_valid)
-                jax.block_until_ready((adv_memory[player].size, strat_memory.size))
-                t2 = time.perf_counter()
-                timing["traversal"] += t1 - t0
-                timing["memory_add"] += t2 - t1
-                counters = jax.device_get(result.counters)  # one transfer for all counters
-                for f in totals:
-                    totals[f] += int(getattr(counters, f))
+            adv_memory[player], strat_memory = self._collect_samples(
+                tuple(adv_params), player, t_next, chunk_keys[player], adv_memory[player], strat_memory, timing, totals
+            )
             t0 = time.perf_counter()
-            k_init, k_train = keys[2 * player], keys[2 * player + 1]
-            if c.warm_start:
-                params, opt = adv_params[player], adv_opt[player]
-            else:
-                params, opt = self._fresh_network(k_init)
-            params, opt, m = self._train_advantage(k_train, params, opt, adv_memory[player])
-            adv_params[player], adv_opt[player] = params, opt
-            metrics[f"loss/advantage_{player}"] = float(m.loss)
-            metrics[f"nonfinite/advantage_{player}"] = int(m.nonfinite_steps)
+            adv_params[player], adv_opt[player], fit = self._fit_advantage(
+                keys[2 * player], keys[2 * player + 1], adv_params[player], adv_opt[player], adv_memory[player]
+            )
+            metrics[f"loss/advantage_{player}"] = float(fit.loss)
+            metrics[f"nonfinite/advantage_{player}"] = int(fit.nonfinite_steps)
             timing["advantage_train"] += time.perf_counter() - t0
         strat_params, strat_opt = state.strategy_params, state.strategy_opt
         iteration = int(state.iteration) + 1
-        if iteration % c.strategy_train_every == 0:
+        if iteration % self.config.strategy_train_every == 0:
             t0 = time.perf_counter()
-            strat_params, strat_opt, m = self._train_strategy(keys[4], strat_params, strat_opt, strat_memory)
-            metrics["loss/strategy"] = float(m.loss)
-            metrics["nonfinite/strategy"] = int(m.nonfinite_steps)
+            strat_params, strat_opt, fit = self._train_strategy(keys[4], strat_params, strat_opt, strat_memory)
+            metrics.update(_strategy_fit_metrics(fit))
             timing["strategy_train"] = time.perf_counter() - t0
         new_state = SolverState(
             iteration=jnp.int32(iteration),
@@ -540,22 +507,37 @@ class DeepCFR:
             advantage_memory=tuple(adv_memory),
             strategy_memory=strat_memory,
         )
-        for name, seconds in timing.items():
-            metrics[f"time/{name}_seconds"] = seconds
-        metrics["time/compile_seconds"] = compile_seconds
-        metrics["time/iteration_seconds"] = time.perf_counter() - t_start
-        metrics["traversal/nodes"] = totals["nodes"]
-        metrics["traversal/evaluations"] = totals["evaluations"]
-        metrics["traversal/samples"] = totals["advantage_samples"] + totals["strategy_samples"]
-        metrics["traversal/advantage_samples"] = totals["advantage_samples"]
-        metrics["traversal/strategy_samples"] = totals["strategy_samples"]
-        metrics["traversal/dropped_samples"] = totals["dropped_samples"]
-        metrics["traversal/truncated"] = totals["truncated"]
-        metrics["traversal/nodes_per_second"] = totals["nodes"] / max(timing["traversal"], 1e-9)
-        metrics["memory/advantage_0"] = int(new_state.advantage_memory[0].size)
-        metrics["memory/advantage_1"] = int(new_state.advantage_memory[1].size)
-        metrics["memory/strategy"] = int(new_state.strategy_memory.size)
+        metrics.update(_phase_metrics(timing, totals, compile_seconds, time.perf_counter() - t_start, new_state))
         return new_state, {"iteration": iteration, **metrics}
+
+    def _collect_samples(self, adv_params, player, t_next, chunk_keys, adv_memory, strat_memory, timing, totals):
+        """Traverse `num_chunks` chunks for `player` and add their samples to the memories.
+
+        Adds the seconds spent to `timing` ("traversal", "memory_add") and the traversal
+        counters to `totals`, in place. Returns (player's advantage memory, strategy memory).
+        """
+        for k_trav, k_adv, k_strat in chunk_keys:
+            t0 = time.perf_counter()
+            result = jax.block_until_ready(self._traverse(adv_params, self._players[player], t_next, k_trav))
+            t1 = time.perf_counter()
+            adv_memory = self._add_advantage(k_adv, adv_memory, result.advantage, result.advantage_valid)
+            strat_memory = self._add_strategy(k_strat, strat_memory, result.strategy, result.strategy_valid)
+            jax.block_until_ready((adv_memory.size, strat_memory.size))
+            timing["traversal"] += t1 - t0
+            timing["memory_add"] += time.perf_counter() - t1
+            counters = jax.device_get(result.counters)  # one transfer for all counters
+            for f in totals:
+                totals[f] += int(getattr(counters, f))
+        return adv_memory, strat_memory
+
+    def _fit_advantage(self, k_init, k_train, params, opt, memory):
+        """The advantage phase of one player: (params, optimizer state, TrainMetrics).
+
+        Continues from `params`/`opt` with `warm_start`, else from a network drawn with `k_init`.
+        """
+        if not self.config.warm_start:
+            params, opt = self._fresh_network(k_init)
+        return self._train_advantage(k_train, params, opt, memory)
 
     def train_strategy(self, state: SolverState) -> tuple[SolverState, dict[str, float]]:
         """One extra strategy phase (`strategy_steps` steps) outside the iteration cadence.
@@ -568,25 +550,62 @@ class DeepCFR:
         """
         t0 = time.perf_counter()
         key, k_train = jax.random.split(state.key)
-        params, opt, m = self._train_strategy(k_train, state.strategy_params, state.strategy_opt, state.strategy_memory)
-        metrics = {"loss/strategy": float(m.loss), "nonfinite/strategy": int(m.nonfinite_steps)}
+        params, opt, fit = self._train_strategy(k_train, state.strategy_params, state.strategy_opt, state.strategy_memory)
+        metrics = _strategy_fit_metrics(fit)
         metrics["time/strategy_train_seconds"] = time.perf_counter() - t0
         return state._replace(key=key, strategy_params=params, strategy_opt=opt), metrics
 
     # ----------------------------------------------------------------- policies
+    def policy_params(self, state: SolverState, policy: str = "average") -> Params:
+        """The parameters `policy` reads: the strategy network's ("average") or the pair of
+        advantage networks' ("current")."""
+        return state.strategy_params if policy == "average" else state.advantage_params
+
+    def policy_fn(self, state: SolverState, policy: str = "average"):
+        """`policy` ("average" or "current", see `lcjax.cfr.policy`) of `state` as
+        `(observations f32[N, D], masks bool[N, A], players int32[N]) -> f32[N, A]`."""
+        return bind(self._phases.policies[policy], self.policy_params(state, policy))
+
     def average_policy_fn(self, state: SolverState):
-        """The average policy as `(observations f32[N, D], masks bool[N, A]) -> f32[N, A]`."""
-        return _bound(self._average_policy, state.strategy_params)
+        """The average policy as `(observations f32[N, D], masks bool[N, A]) -> f32[N, A]`
+        (the form `lcjax.cfr.exploitability` takes; the acting player does not matter)."""
+        return self.policy_fn(state, "average")
 
-    def current_policy_fn(self, state: SolverState, player: int):
-        """Regret matching on `player`'s advantage network, as `(observations, masks) -> probs`."""
-        return _bound(self._current_policy, state.advantage_params[player])
+    def policy_act(self, policy: str = "average"):
+        """`act(params, key, state) -> int32 action` playing `policy` in one state (see
+        `lcjax.cfr.policy.make_act`; params from `policy_params`).
+
+        The same object on every call: the arena compiles one match per act object.
+        """
+        return self._phases.acts[policy]
 
 
-def _bound(jitted, params):
-    """`jitted(params, ·, ·)` as `(observations, masks) -> probs`, like `policy.bind`."""
+def _strategy_fit_metrics(fit) -> dict[str, float]:
+    return {"loss/strategy": float(fit.loss), "nonfinite/strategy": int(fit.nonfinite_steps)}
 
-    def bound(observations, masks):
-        return jitted(params, jnp.asarray(observations, jnp.float32), jnp.asarray(masks, bool))
 
-    return bound
+def _phase_metrics(timing: dict, totals: dict, compile_seconds: float, seconds: float, state: SolverState) -> dict:
+    """An iteration's `time/*`, `traversal/*` and `memory/*` metrics (see `DeepCFR.iteration`)."""
+    metrics = {f"time/{name}_seconds": value for name, value in timing.items()}
+    metrics["time/compile_seconds"] = compile_seconds
+    metrics["time/iteration_seconds"] = seconds
+    counts = dict(totals, samples=totals["advantage_samples"] + totals["strategy_samples"])
+    for name in ("nodes", "evaluations", "samples", "advantage_samples", "strategy_samples", "dropped_samples", "truncated"):
+        metrics[f"traversal/{name}"] = counts[name]
+    metrics["traversal/nodes_per_second"] = totals["nodes"] / max(timing["traversal"], 1e-9)
+    memories = {"advantage_0": state.advantage_memory[0], "advantage_1": state.advantage_memory[1], "strategy": state.strategy_memory}
+    metrics.update({f"memory/{name}": int(memory.size) for name, memory in memories.items()})
+    return metrics
+
+
+@functools.lru_cache(maxsize=16)
+def make_solver(game, config: SolverConfig = SolverConfig()) -> DeepCFR:
+    """The DeepCFR for (game, config): one per equal pair in this process.
+
+    The one cache of solvers. A solver holds only compiled functions (all run data is in
+    SolverState), so sharing it lets a resumed run, an evaluation, a script or a notebook
+    reuse what an earlier one compiled, and keeps its policies' act objects (which the
+    arena's compiled matches are keyed on) stable. Games are equal when their rules are.
+    Both arguments must be hashable; build `DeepCFR(game, config)` for a private solver.
+    """
+    return DeepCFR(game, config)

@@ -139,8 +139,10 @@ def _build_match(
 
 # Compiled matches keyed by (game, act_a, act_b, num_games, max_steps, params_a is not None,
 # params_b is not None): policies are closures, so identity is the right key
-# (`bots.make_bot` returns one object per (name, game)); params values are arguments of the
-# compiled function, so they are not part of the key.
+# (`bots.make_bot` returns one object per (name, game), a solver one per policy, and
+# `lcjax.cfr.solver.make_solver` one solver per (game, config)); params values are arguments
+# of the compiled function, so they are not part of the key. This cache stays: it is the
+# only one of compiled matches, and the env knows nothing of solvers.
 _MATCH_CACHE: dict[tuple, Callable] = {}
 
 

@@ -408,6 +408,8 @@ _FACTORIES: dict[str, Callable[[LostCities], Policy]] = {
 BOT_NAMES: tuple[str, ...] = tuple(_FACTORIES)
 
 
+# Stays: the arena keys its compiled matches on the policy object, so a bot must be one
+# object per (name, game) (games are equal by their rules).
 @functools.lru_cache(maxsize=128)
 def _cached_bot(name: str, game: LostCities) -> Policy:
     return _FACTORIES[name](game)

@@ -102,6 +102,14 @@ class LeducPoker:
     num_actions: int = 3
     observation_size: int = 30
     num_players: int = 2
+
+    # Instances hold no data, so every instance is the same game: caches keyed on games
+    # (`lcjax.cfr.solver.make_solver`, the arena's compiled matches) treat them as one.
+    def __eq__(self, other) -> bool:
+        return type(other) is type(self)
+
+    def __hash__(self) -> int:
+        return hash(type(self))
     deck_size: int = NUM_CARDS
 
     def init(self, key: Array) -> LeducState:

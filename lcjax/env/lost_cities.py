@@ -161,6 +161,14 @@ class LostCities:
         self._value_table = jnp.asarray(self._np_value[: self._n].reshape(r.n_colors, self._k))
         self._max_value = r.min_rank + r.n_ranks - 1
 
+    # A game is its rules: equal rules make equal games, so caches keyed on games
+    # (`lcjax.cfr.solver.make_solver`, the arena's compiled matches) share their entries.
+    def __eq__(self, other) -> bool:
+        return type(other) is type(self) and other.rules == self.rules
+
+    def __hash__(self) -> int:
+        return hash((type(self), self.rules))
+
     # ------------------------------------------------------------------ sizes
     @property
     def num_actions(self) -> int:

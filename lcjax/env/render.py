@@ -20,7 +20,8 @@ import numpy as np
 
 from lcjax.env.lost_cities import COLOR_NAMES, NO_PILE, PHASE_PLAY, LostCities, State
 
-# One compiled function of each kind per game, dropped with the game.
+# One compiled function of each kind per game, dropped with the game. They stay: host loops
+# (`lcjax play`, rendering a position) call them once per move, outside any solver.
 _VIEW_CACHE: "weakref.WeakKeyDictionary[LostCities, object]" = weakref.WeakKeyDictionary()
 _MASK_CACHE: "weakref.WeakKeyDictionary[LostCities, object]" = weakref.WeakKeyDictionary()
 

@@ -1,7 +1,7 @@
 """End-to-end tests of the Deep CFR solver on Kuhn poker.
 
 Compilation dominates on CPU, so every test here uses one tiny configuration (`TINY`) on one
-game object: solvers built for an equal (game, config) pair share their jitted phases, so
+game object: `make_solver` returns one solver per equal (game, config) pair, so
 the whole module compiles the solver once, including the in-process run of
 `scripts/solve_small.py`.
 """
@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from lcjax.cfr import exploitability as ex
-from lcjax.cfr.solver import DeepCFR, SolverConfig, small_game_config
+from lcjax.cfr.solver import DeepCFR, SolverConfig, make_solver, small_game_config
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 from scripts import solve_small  # noqa: E402
@@ -77,7 +77,7 @@ def config() -> SolverConfig:
 
 @pytest.fixture(scope="module")
 def solver(config) -> DeepCFR:
-    return DeepCFR(GAME, config)
+    return make_solver(GAME, config)
 
 
 @pytest.fixture(scope="module")

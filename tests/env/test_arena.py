@@ -240,6 +240,15 @@ def test_params_do_not_recompile(game, switch, switch_matches):
     assert fn._cache_size() == 1
 
 
+def test_equal_game_reuses_the_compiled_match(switch, switch_matches):
+    # Games are equal by their rules: a new LostCities() with new params hits the same match.
+    act, traces = switch
+    after_second = switch_matches[3]
+    on, off = {"random": jnp.array(True)}, {"random": jnp.array(False)}
+    arena.play_games(LostCities(), act, act, jax.random.key(6), N_PARAM_GAMES, params_a=off, params_b=on)
+    assert traces[0] == after_second
+
+
 # ---------------------------------------------------------------------------- play_games
 def test_play_games_reuses_compilation(game, safe_vs_random):
     act_a, act_b = bots.make_bot("safe_heuristic", game), bots.make_bot("random", game)
