@@ -1,66 +1,38 @@
-"""Checkpoints of a Deep CFR run: a thin wrapper over orbax's `CheckpointManager`.
+"""Checkpoints of a Deep CFR run: orbax's `CheckpointManager` plus lcjax's checks.
 
-    ckpt = Checkpointer.open("runs/x/checkpoints", keep=3, create=True)
-    ckpt.save(int(state.iteration), state, metadata={"config": config_dict})
-    ...
-    template = solver.init(jax.random.key(0))       # structure, shapes and dtypes only
-    state, metadata = ckpt.restore(None, template=template)  # latest step
-    ckpt.close()
+    with Checkpointer.open("runs/x/checkpoints", keep=3, create=True) as ckpt:
+        ckpt.save(int(state.iteration), state, metadata={"config": config_dict})
+        state, metadata = ckpt.restore(None, template=solver.init(jax.random.key(0)))
 
-Layout under the directory (one subdirectory per step, named by the plain step number):
+Layout: orbax's standard one, a directory per step named by the plain step number:
 
     <step>/                   a committed checkpoint
       commit_success.txt      orbax's commit marker
       _CHECKPOINT_METADATA    orbax's step metadata (timestamps)
       state/                  orbax pytree (OCDBT): iteration, key, networks, optimizers
       memory/                 orbax pytree: the reservoirs (absent if not saved)
-      metadata/metadata.json  JSON: the caller's metadata plus a "checkpoint" entry
+      metadata/metadata.json  JSON: the caller's metadata plus a "checkpoint" entry:
+                              {"format_version": 2, "step", "iteration", "memory_saved",
+                               "key_dtypes": {"key": "key<fry>"}, "saved_at", "versions"}
     <step>.orbax-checkpoint-tmp/   a save in progress (or one cut short by a crash)
 
 Arrays are stored as a nested dict named after the `SolverState` fields, tuple indices and
-dict keys (e.g. `advantage_params/0/hidden_0/kernel`), in their own dtypes (bfloat16
-included). Two kinds of leaves are special:
+dict keys (e.g. `advantage_params/0/hidden_0/kernel`), each in its own dtype; a typed PRNG
+key as its `jax.random.key_data`, rebuilt with `jax.random.wrap_key_data` in the
+template's key dtype, which must be the saved one. A checkpoint of another
+`FORMAT_VERSION` is listed and its metadata readable, but `restore` refuses it.
 
-* typed PRNG keys (`jax.random.key`) are stored as their `jax.random.key_data` (uint32)
-  and rewrapped with the template's key dtype on restore; the key dtype (e.g.
-  "key<fry>") is recorded in the metadata and must match the template's;
-* zero-size leaves (a `Reservoir.template`'s dtype carriers) are not stored (orbax cannot
-  store them); restore takes them from the template.
+Atomicity is orbax's: a step is written into `<step>.orbax-checkpoint-tmp`, gets its
+commit marker, and is renamed to `<step>` when every item is written, so a crash leaves no
+`<step>` directory. orbax counts any `<step>` directory as committed; lcjax also asks for
+the marker and `metadata.json`, so a directory orbax did not commit (copied by hand, half
+deleted) is not listed, not deleted by `keep`, and not overwritten without `force`.
 
-Restoring needs a `template`: a state with the structure, shapes and dtypes of the saved
-one, e.g. `solver.init(key)` from a `DeepCFR` built with the run's config, or the cheaper
-`jax.eval_shape(solver.init, key)` (leaves may be `jax.ShapeDtypeStruct`s; parts that are
-not read from the checkpoint are then filled with zeros). A checkpoint that does not fit the
-template raises `CheckpointError` naming the first mismatching leaf.
-
-Atomicity: orbax (checked for orbax-checkpoint 0.12) writes a step into
-`<step>.orbax-checkpoint-tmp`, writes `commit_success.txt` into it and renames it to
-`<step>` only when every item is written. `all_steps()`, `latest_step()` and `restore()`
-see only *complete* steps: a plain `<step>` directory holding `commit_success.txt` and a
-readable `metadata/metadata.json` of this format, with the item directories that the
-metadata lists. Temporary directories and incomplete step directories are ignored (not
-deleted: another process may be writing them); orbax removes a leftover temporary
-directory when the same step is saved again.
-
-Metadata: `save(metadata=...)` takes a JSON-able dict (the run config, host RNG state,
-driver info...). It is stored with a reserved "checkpoint" entry added:
-
-    {"format_version": 1, "step": int, "iteration": int, "memory_saved": bool,
-     "key_dtypes": {"key": "key<fry>"}, "saved_at": ISO-8601 UTC,
-     "versions": {"jax": ..., "orbax_checkpoint": ...}}
-
-`read_metadata` returns the whole dict without touching the arrays. The dict goes through
-JSON, so tuples come back as lists and dict keys as strings.
-
-Saving the memories is optional (`include_memory=False`): the reservoirs are then not
-written, `metadata["checkpoint"]["memory_saved"]` is False, and restoring returns the
-template's reservoirs (empty for a fresh `solver.init`). Such a checkpoint suits evaluation
-and small snapshots; resuming training from it restarts the memories empty.
-
-Saving is synchronous by default: when `save` returns the step is committed. With
-`async_save=True` the arrays are copied off the device before `save` returns and written
-in a background thread; call `wait_until_finished()` before relying on the step (`close()`
-waits too). Only one process may write to a directory.
+Saving the memories is optional (`include_memory=False`): restoring then returns the
+template's reservoirs, which suits evaluation; resuming training from such a checkpoint
+restarts the memories empty. With `async_save=True` the arrays are copied off the device
+before `save` returns and written in a background thread: `wait_until_finished()` (or
+`close()`) before relying on the step. Only one process may write to a directory.
 """
 
 from __future__ import annotations
@@ -68,7 +40,7 @@ from __future__ import annotations
 import datetime
 import json
 import os
-from typing import TYPE_CHECKING, Any, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import jax
 import jax.numpy as jnp
@@ -79,9 +51,11 @@ from etils import epath
 if TYPE_CHECKING:
     from lcjax.cfr.solver import SolverState
 
-__all__ = ["CheckpointError", "Checkpointer"]
+__all__ = ["FORMAT_VERSION", "CheckpointError", "Checkpointer"]
 
-FORMAT_VERSION = 1
+# 2: reservoirs carry their item dtypes as static data (format 1 stored zero-size leaves
+# for them, and bfloat16 buffers as bfloat16 before they became uint16 bits).
+FORMAT_VERSION = 2
 # SolverState fields stored in the "memory" item; everything else goes to "state".
 MEMORY_FIELDS = ("advantage_memory", "strategy_memory")
 
@@ -90,24 +64,22 @@ _METADATA_FILE = "metadata.json"
 _COMMIT_MARKER = "commit_success.txt"  # orbax writes it just before the final rename
 _INFO = "checkpoint"  # reserved metadata key
 
+LeafPath = tuple[str, ...]  # e.g. ("advantage_params", "0", "hidden_0", "kernel")
+
 
 class CheckpointError(ValueError):
     """A checkpoint cannot be found, read, or does not fit; the message is one line."""
 
 
 # --------------------------------------------------------------------------- pytrees
-def _key_name(entry: Any) -> str:
-    for attr in ("name", "key", "idx"):
-        if hasattr(entry, attr):
-            return str(getattr(entry, attr))
-    return str(entry)
+def _leaves(tree: Any, is_leaf=None) -> dict[LeafPath, Any]:
+    """{path: leaf} of `tree` in flatten order; a path names fields, indices and dict keys."""
+    name = lambda k: str(next((getattr(k, a) for a in ("name", "key", "idx") if hasattr(k, a)), k))  # noqa: E731
+    flat = jax.tree_util.tree_flatten_with_path(tree, is_leaf=is_leaf)[0]
+    return {tuple(name(k) for k in keypath): x for keypath, x in flat}
 
 
-def _path(keypath) -> tuple[str, ...]:
-    return tuple(_key_name(k) for k in keypath)
-
-
-def _show(path: tuple[str, ...]) -> str:
+def _show(path: LeafPath) -> str:
     return "/".join(path)
 
 
@@ -115,36 +87,19 @@ def _is_key(x: Any) -> bool:
     return jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
 
 
-def _leaves(tree: Any) -> list[tuple[tuple[str, ...], Any]]:
-    """(path, leaf) pairs in flatten order; paths are unique tuples of strings."""
-    pairs = [
-        (_path(p), x if hasattr(x, "dtype") and hasattr(x, "shape") else np.asarray(x))
-        for p, x in jax.tree_util.tree_flatten_with_path(tree)[0]
-    ]
-    seen = set()
-    for path, _ in pairs:
-        if path in seen:
-            raise CheckpointError(f"two leaves of the state share the path {_show(path)!r}")
-        seen.add(path)
-    return pairs
-
-
-def _item_of(path: tuple[str, ...]) -> str:
+def _item_of(path: LeafPath) -> str:
     return _MEMORY if path[0] in MEMORY_FIELDS else _STATE
 
 
 def _stored_spec(x: Any) -> jax.ShapeDtypeStruct:
-    """Shape and dtype of leaf `x` (array or ShapeDtypeStruct) as stored on disk."""
+    """Shape and dtype of leaf `x` (array or ShapeDtypeStruct) as stored: keys as key data."""
     if _is_key(x):
         return jax.eval_shape(jax.random.key_data, jax.ShapeDtypeStruct(x.shape, x.dtype))
     return jax.ShapeDtypeStruct(np.shape(x), x.dtype)
 
 
-def _is_stored(x: Any) -> bool:
-    return int(np.prod(_stored_spec(x).shape)) > 0
-
-
-def _nest(pairs: Iterator[tuple[tuple[str, ...], Any]]) -> dict:
+def _nest(pairs: Iterable[tuple[LeafPath, Any]]) -> dict:
+    """The nested dict orbax stores: {"advantage_params": {"0": {"hidden_0": ...}}}."""
     out: dict = {}
     for path, value in pairs:
         node = out
@@ -154,131 +109,109 @@ def _nest(pairs: Iterator[tuple[tuple[str, ...], Any]]) -> dict:
     return out
 
 
-def _pop(tree: Mapping, path: tuple[str, ...]) -> Any:
-    for part in path[:-1]:
-        tree = tree[part]
-    return tree.pop(path[-1])
-
-
-def _flatten_metadata(tree: Any) -> dict[tuple[str, ...], tuple[tuple[int, ...], np.dtype]]:
-    is_leaf = lambda x: hasattr(x, "shape") and hasattr(x, "dtype")  # noqa: E731
-    flat = jax.tree_util.tree_flatten_with_path(tree, is_leaf=is_leaf)[0]
-    return {_path(p): (tuple(x.shape), np.dtype(x.dtype)) for p, x in flat}
+def _key_dtypes(tree: Any) -> dict[str, str]:
+    """{path: key dtype name, e.g. "key<fry>"} of the typed PRNG keys in `tree`."""
+    return {_show(path): str(x.dtype) for path, x in _leaves(tree).items() if _is_key(x)}
 
 
 def _placement(x: Any) -> jax.sharding.Sharding | None:
     """Where a restored leaf goes: the template leaf's sharding if it is committed to it
-    (or a ShapeDtypeStruct with a sharding), else None (uncommitted, default device)."""
+    (or a ShapeDtypeStruct with a sharding), else None: uncommitted on the default device,
+    as fresh arrays are, so a restored state hits the same jit cache entries."""
     if isinstance(x, jax.Array):
         return x.sharding if x.committed else None
     return getattr(x, "sharding", None)
 
 
 def _to_device(value: np.ndarray, x: Any) -> Any:
-    """A restored numpy leaf as a jax.Array placed like template leaf `x`."""
+    """A restored numpy leaf (key data for a key) as a jax.Array placed like template leaf `x`."""
     placement = _placement(x)
     if _is_key(x):
-        key = jax.random.wrap_key_data(jnp.asarray(value), dtype=x.dtype)
-        return key if placement is None else jax.device_put(key, placement)
-    if placement is None:
-        return jnp.asarray(value, dtype=x.dtype)
-    return jax.device_put(np.asarray(value, dtype=x.dtype), placement)
+        value = jax.random.wrap_key_data(jnp.asarray(value), dtype=x.dtype)
+    else:
+        value = jnp.asarray(value, x.dtype) if placement is None else np.asarray(value, x.dtype)
+    return value if placement is None else jax.device_put(value, placement)
 
 
 def _materialize(x: Any) -> Any:
     """`x` itself, or zeros for a ShapeDtypeStruct (parts not read from a checkpoint)."""
     if not isinstance(x, jax.ShapeDtypeStruct):
         return x
-    if _is_key(x):
-        data = jnp.zeros(_stored_spec(x).shape, _stored_spec(x).dtype)
-        return jax.random.wrap_key_data(data, dtype=x.dtype)
-    zeros = jnp.zeros(x.shape, x.dtype)
-    return zeros if x.sharding is None else jax.device_put(zeros, x.sharding)
+    spec = _stored_spec(x)
+    return _to_device(np.zeros(spec.shape, spec.dtype), x)
 
 
-def _is_legacy_bf16(saved_dtype: Any, template_dtype: Any) -> bool:
-    """A bfloat16 reservoir leaf saved before such leaves were stored as uint16 bits."""
-    return np.dtype(saved_dtype) == np.dtype(jnp.bfloat16) and np.dtype(template_dtype) == np.dtype(np.uint16)
+def _mismatch(path: LeafPath, saved: tuple | None, wanted: tuple | None) -> str:
+    """How leaf `path` differs; `saved` and `wanted` are (shape, dtype) or None if absent."""
+    if saved is None:
+        return f"leaf {_show(path)} {wanted[0]} is in the template but not in the checkpoint"
+    if wanted is None:
+        return f"leaf {_show(path)} {saved[0]} is in the checkpoint but not in the template"
+    what, i = ("shape", 0) if saved[0] != wanted[0] else ("dtype", 1)
+    return f"leaf {_show(path)} has {what} {saved[i]} in the checkpoint but {wanted[i]} in the template"
 
 
-def _first_line(error: BaseException, limit: int = 300) -> str:
-    text = str(error).strip().splitlines()
-    line = text[0] if text else ""
-    if len(line) > limit:
-        line = line[:limit] + "..."
+def _first_line(error: BaseException) -> str:
+    """The error's type and the first line of its message (orbax's run over many lines)."""
+    line = (str(error).strip().splitlines() or [""])[0][:300]
     return f"{type(error).__name__}: {line}" if line else type(error).__name__
 
 
+def _checked_metadata(metadata: Mapping[str, Any]) -> dict:
+    """The caller's metadata as it will read back (through JSON); raises if it cannot be saved."""
+    if not isinstance(metadata, Mapping):
+        raise CheckpointError(f"metadata must be a dict, got {type(metadata).__name__}")
+    if _INFO in metadata:
+        raise CheckpointError(f"metadata key {_INFO!r} is reserved for the checkpointer")
+    try:
+        return json.loads(json.dumps(dict(metadata)))
+    except (TypeError, ValueError) as e:
+        raise CheckpointError(f"metadata is not JSON-serializable: {_first_line(e)}") from e
+
+
 # --------------------------------------------------------------------------- steps
-def _read_info(step_dir: epath.Path) -> dict | None:
-    """The "checkpoint" entry of a step's metadata, or None if missing or unreadable."""
+def _is_committed(step_dir: epath.Path) -> bool:
+    """True for a step directory holding orbax's commit marker and lcjax's metadata."""
     try:
-        data = json.loads((step_dir / _METADATA / _METADATA_FILE).read_text())
-    except (OSError, ValueError):
-        return None
-    info = data.get(_INFO) if isinstance(data, dict) else None
-    if not isinstance(info, dict) or info.get("format_version") != FORMAT_VERSION:
-        return None
-    return info
-
-
-def _is_complete(step_dir: epath.Path) -> bool:
-    """True for a committed step directory of this format (see the module docstring)."""
-    try:
-        if not (step_dir / _COMMIT_MARKER).exists():
-            return False
-        info = _read_info(step_dir)
-        if info is None:
-            return False
-        items = [_STATE] + ([_MEMORY] if info.get("memory_saved") else [])
-        return all((step_dir / item).is_dir() for item in items)
+        return (step_dir / _COMMIT_MARKER).exists() and (step_dir / _METADATA / _METADATA_FILE).exists()
     except OSError:
         return False
 
 
-class _CompleteSteps:
-    """orbax NameFormat: orbax's standard `<step>` names, listing complete steps only.
-
-    Passed as `step_name_format`, so orbax itself (retention, latest step) never counts an
-    incomplete directory.
-    """
+class _CommittedSteps:
+    """orbax's standard `<step>` naming, listing committed steps only (see `_is_committed`);
+    as the manager's `step_name_format`, orbax's retention never counts anything else."""
 
     def __init__(self):
         self._standard = ocp.path.step.standard_name_format()
-
-    def __str__(self):
-        return f"CompleteSteps({self._standard})"
 
     def build_name(self, step: int) -> str:
         return self._standard.build_name(step)
 
     def find_all(self, base_path):
-        return (m for m in self._standard.find_all(base_path) if _is_complete(epath.Path(m.path)))
+        return (m for m in self._standard.find_all(base_path) if _is_committed(epath.Path(m.path)))
 
     def find_step(self, base_path, step: int):
         metadata = self._standard.find_step(base_path, step)
-        if not _is_complete(epath.Path(metadata.path)):
+        if not _is_committed(epath.Path(metadata.path)):
             raise ValueError(f"step {step} under {base_path} is not a complete checkpoint")
         return metadata
 
 
 # --------------------------------------------------------------------------- manager
 class Checkpointer:
-    """Saves and restores `SolverState`s in one directory; see the module docstring.
-
-    Create it with `Checkpointer.open(...)` (or the constructor, same arguments); use it as
-    a context manager or call `close()`.
-    """
+    """Saves and restores `SolverState`s in one directory (see the module docstring); use it
+    as a context manager or call `close()`."""
 
     def __init__(
-        self,
-        directory: str | os.PathLike,
-        *,
-        keep: int | None = None,
-        create: bool = False,
-        async_save: bool = False,
+        self, directory: str | os.PathLike, *, keep: int | None = None, create: bool = False, async_save: bool = False
     ):
-        """Args: see `open`."""
+        """Open the checkpoint directory `directory` (made absolute).
+
+        `keep`: keep only the newest `keep` steps, deleting older ones after each save (None
+        keeps all). `create`: create a missing directory (else CheckpointError, also for a
+        file or an invalid `keep`). `async_save`: write in a background thread.
+        """
         if keep is not None and (isinstance(keep, bool) or not isinstance(keep, int) or keep <= 0):
             raise CheckpointError(f"keep must be a positive integer or None, got {keep!r}")
         path = os.path.abspath(os.path.expanduser(os.fspath(directory)))
@@ -288,66 +221,33 @@ class Checkpointer:
             raise CheckpointError(f"checkpoint directory does not exist: {path}")
         self._directory = path
         self._async = bool(async_save)
-        self._name_format = _CompleteSteps()
+        self._name_format = _CommittedSteps()
         options = ocp.CheckpointManagerOptions(
             create=create,
             enable_async_checkpointing=self._async,
             preservation_policy=ocp.checkpoint_managers.LatestN(n=keep),
             step_name_format=self._name_format,
         )
-        self._manager = ocp.CheckpointManager(
-            path,
-            options=options,
-            item_handlers={
-                _STATE: ocp.PyTreeCheckpointHandler(),
-                _MEMORY: ocp.PyTreeCheckpointHandler(),
-                _METADATA: ocp.JsonCheckpointHandler(filename=_METADATA_FILE),
-            },
-        )
+        handlers = {
+            _STATE: ocp.PyTreeCheckpointHandler(),
+            _MEMORY: ocp.PyTreeCheckpointHandler(),
+            _METADATA: ocp.JsonCheckpointHandler(filename=_METADATA_FILE),
+        }
+        self._manager = ocp.CheckpointManager(path, options=options, item_handlers=handlers)
 
     @classmethod
-    def open(
-        cls,
-        directory: str | os.PathLike,
-        *,
-        keep: int | None = None,
-        create: bool = False,
-        async_save: bool = False,
-    ) -> "Checkpointer":
-        """Open the checkpoint directory `directory`.
-
-        Args:
-          directory: the run's checkpoint directory (made absolute).
-          keep: keep only the newest `keep` steps; older ones are deleted after each save.
-            None keeps all (and a reader never deletes anything: deletion happens only
-            in `save`).
-          create: create the directory if it does not exist; otherwise a missing
-            directory raises CheckpointError.
-          async_save: write checkpoints in a background thread (see the module docstring).
-
-        Raises:
-          CheckpointError: the directory does not exist (and `create` is False) or is a
-            file, or `keep` is invalid.
-        """
-        return cls(directory, keep=keep, create=create, async_save=async_save)
+    def open(cls, directory: str | os.PathLike, **options) -> "Checkpointer":
+        """`Checkpointer(directory, **options)`: see the constructor."""
+        return cls(directory, **options)
 
     # ------------------------------------------------------------------ queries
-    @property
-    def directory(self) -> str:
-        """The absolute checkpoint directory."""
-        return self._directory
-
     def all_steps(self) -> list[int]:
-        """The complete steps, ascending: those found at `open` plus this object's saves.
-
-        Other processes' saves show up after `reload()`. With `async_save`, a save still
-        in flight is already listed; `wait_until_finished()` first to see committed steps
-        only.
-        """
+        """The committed steps, ascending: those found at `open` plus this object's saves
+        (other processes' after `reload()`; with `async_save`, also a save in flight)."""
         return sorted(int(s) for s in self._manager.all_steps())
 
     def latest_step(self) -> int | None:
-        """The newest complete step, or None if there is none (see `all_steps`)."""
+        """The newest committed step, or None if there is none (see `all_steps`)."""
         steps = self.all_steps()
         return steps[-1] if steps else None
 
@@ -371,11 +271,8 @@ class Checkpointer:
         return step
 
     def read_metadata(self, step: int | None = None) -> dict:
-        """The metadata saved with `step` (default: the latest), without reading arrays.
-
-        Raises:
-          CheckpointError: no such step, or its metadata is unreadable.
-        """
+        """The metadata saved with `step` (default: the latest), without reading arrays;
+        CheckpointError if there is no such step or its metadata is unreadable."""
         step = self._resolve(step)
         path = self._step_dir(step) / _METADATA / _METADATA_FILE
         try:
@@ -388,76 +285,34 @@ class Checkpointer:
 
     # ------------------------------------------------------------------ save
     def save(
-        self,
-        step: int,
-        state: "SolverState",
-        *,
-        metadata: Mapping[str, Any],
-        include_memory: bool = True,
-        force: bool = False,
+        self, step: int, state: "SolverState", *, metadata: Mapping[str, Any], include_memory: bool = True, force=False
     ) -> None:
         """Save `state` as checkpoint `step`, then drop the steps beyond `keep`.
 
         Args:
-          step: int >= 0, normally `int(state.iteration)`. It must be newer than every
-            existing step unless `force`.
-          state: the SolverState (any pytree of arrays works; its `MEMORY_FIELDS` fields
-            go to the "memory" item).
+          step: int >= 0, normally `int(state.iteration)`; newer than every step unless `force`.
+          state: the SolverState (any pytree of arrays; its `MEMORY_FIELDS` go to "memory").
           metadata: JSON-able dict saved alongside (the key "checkpoint" is reserved).
-          include_memory: also write the reservoirs; if False they are skipped and the
-            metadata records `memory_saved: false`.
-          force: replace an existing checkpoint `step` (deleted first, so a crash during
-            the save loses it) or an incomplete leftover directory of that step, and allow
-            a step older than the latest (it then counts as the newest for `keep`).
+          include_memory: also write the reservoirs (recorded as `memory_saved`).
+          force: replace an existing step (deleted first, so a crash during the save loses
+            it) or an uncommitted directory of that step; allow a step older than the latest.
 
         Raises:
-          CheckpointError: bad step, metadata not JSON-able or using "checkpoint", the step
-            exists (without `force`), or orbax failed to write (the message says why).
+          CheckpointError: bad step or metadata, the step exists (without `force`), or orbax
+            failed to write (the message says why).
         """
         if isinstance(step, bool) or not isinstance(step, (int, np.integer)) or step < 0:
             raise CheckpointError(f"step must be an integer >= 0, got {step!r}")
         step = int(step)
-        if not isinstance(metadata, Mapping):
-            raise CheckpointError(f"metadata must be a dict, got {type(metadata).__name__}")
-        if _INFO in metadata:
-            raise CheckpointError(f"metadata key {_INFO!r} is reserved for the checkpointer")
-        try:
-            user = json.loads(json.dumps(dict(metadata)))
-        except (TypeError, ValueError) as e:
-            raise CheckpointError(f"metadata is not JSON-serializable: {_first_line(e)}") from e
-
+        user = _checked_metadata(metadata)
         self.wait_until_finished()
-        steps = self.all_steps()
-        step_dir = self._step_dir(step)
-        if step in steps:
-            if not force:
-                raise CheckpointError(
-                    f"checkpoint step {step} already exists in {self._directory}; pass force=True to replace it"
-                )
-            self._manager.delete(step)
-        elif step_dir.exists():
-            if not force:
-                raise CheckpointError(
-                    f"{step_dir} exists but is not a complete checkpoint; remove it or pass force=True"
-                )
-            step_dir.rmtree()
-        elif steps and step < steps[-1] and not force:
-            raise CheckpointError(
-                f"step {step} is older than the latest checkpoint {steps[-1]} in {self._directory}; "
-                "pass force=True to save it anyway"
-            )
+        self._make_room(step, force)
 
-        pairs = _leaves(state)
-        key_dtypes = {_show(p): str(x.dtype) for p, x in pairs if _is_key(x)}
         items: dict[str, list] = {_STATE: [], _MEMORY: []}
-        for path, x in pairs:
-            if not _is_stored(x):
-                continue
+        for path, x in _leaves(state).items():
             if isinstance(x, jax.ShapeDtypeStruct):
                 raise CheckpointError(f"cannot save an abstract state: leaf {_show(path)} is a ShapeDtypeStruct")
-            if _is_key(x):
-                x = jax.random.key_data(x)
-            items[_item_of(path)].append((path, x))
+            items[_item_of(path)].append((path, jax.random.key_data(x) if _is_key(x) else x))
         memory_saved = bool(include_memory and items[_MEMORY])
         iteration = getattr(state, "iteration", None)
         info = {
@@ -465,14 +320,11 @@ class Checkpointer:
             "step": step,
             "iteration": None if iteration is None else int(iteration),
             "memory_saved": memory_saved,
-            "key_dtypes": key_dtypes,
+            "key_dtypes": _key_dtypes(state),
             "saved_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "versions": {"jax": jax.__version__, "orbax_checkpoint": ocp.__version__},
         }
-        args = {
-            _STATE: ocp.args.PyTreeSave(_nest(items[_STATE])),
-            _METADATA: ocp.args.JsonSave({**user, _INFO: info}),
-        }
+        args = {_STATE: ocp.args.PyTreeSave(_nest(items[_STATE])), _METADATA: ocp.args.JsonSave({**user, _INFO: info})}
         if memory_saved:
             args[_MEMORY] = ocp.args.PyTreeSave(_nest(items[_MEMORY]))
         try:
@@ -480,131 +332,98 @@ class Checkpointer:
             if not self._async:
                 self._manager.wait_until_finished()
         except Exception as e:  # orbax / tensorstore / filesystem errors
-            raise CheckpointError(f"saving checkpoint step {step} to {step_dir} failed: {_first_line(e)}") from e
+            where = self._step_dir(step)
+            raise CheckpointError(f"saving checkpoint step {step} to {where} failed: {_first_line(e)}") from e
         if not saved:
             raise CheckpointError(f"orbax declined to save checkpoint step {step} in {self._directory}")
 
+    def _make_room(self, step: int, force: bool) -> None:
+        """Check that `step` may be saved; with `force`, delete what is in its way."""
+        steps, step_dir = self.all_steps(), self._step_dir(step)
+        if step in steps:
+            problem = f"checkpoint step {step} already exists in {self._directory}; pass force=True to replace it"
+        elif step_dir.exists():
+            problem = f"{step_dir} exists but is not a complete checkpoint; remove it or pass force=True"
+        elif steps and step < steps[-1]:
+            problem = f"step {step} is older than the latest checkpoint {steps[-1]} in {self._directory}; pass force=True"
+        else:
+            return
+        if not force:
+            raise CheckpointError(problem)
+        if step in steps:
+            self._manager.delete(step)
+        elif step_dir.exists():
+            step_dir.rmtree()
+
     # ------------------------------------------------------------------ restore
     def restore(
-        self,
-        step: int | None = None,
-        *,
-        template: "SolverState",
-        include_memory: bool = True,
+        self, step: int | None = None, *, template: "SolverState", include_memory: bool = True
     ) -> tuple["SolverState", dict]:
-        """Read checkpoint `step` (default: the latest complete one).
+        """Read checkpoint `step` (default: the latest committed one).
 
         Args:
           step: the step, or None for the latest.
           template: a state with the saved structure, shapes and dtypes, e.g.
-            `solver.init(jax.random.key(0))` or `jax.eval_shape(solver.init, key)`; its
-            values are not used, except for parts not in the checkpoint (the reservoirs
-            when memory was not saved or `include_memory` is False, and zero-size leaves),
-            which are returned as they are (zeros for ShapeDtypeStructs). Restored arrays
-            are placed like the template's leaves: on their sharding if they are
-            committed to one (or are ShapeDtypeStructs with a sharding), otherwise
-            uncommitted on the default device, as fresh arrays are.
-          include_memory: read the reservoirs if saved; False skips them (faster for
-            evaluation) and returns the template's.
+            `solver.init(key)` or `jax.eval_shape(solver.init, key)`. Its values are used
+            only for parts not read (the reservoirs when not saved or not `include_memory`;
+            zeros for ShapeDtypeStructs). Arrays are placed like its leaves (`_placement`).
+          include_memory: read the reservoirs if saved (False is faster for evaluation).
 
         Returns:
-          (state, metadata): the state with exactly the saved values and dtypes, and the
-          step's metadata dict (see `read_metadata`).
+          (state, metadata): the saved values in their dtypes, and `read_metadata(step)`.
 
         Raises:
-          CheckpointError: no checkpoints / no such step (the message lists the steps), a
-            checkpoint that does not fit the template (the message names the leaf and both
-            shapes or dtypes), or unreadable/corrupt files (the message names the path).
+          CheckpointError: no such step (the message lists the steps), another format
+            version, a checkpoint that does not fit the template (the message names the
+            leaf and both shapes or dtypes), or unreadable files (the message names the path).
         """
         step = self._resolve(step)
         metadata = self.read_metadata(step)
         info = metadata[_INFO]
-        step_dir = self._step_dir(step)
         where = f"checkpoint step {step} in {self._directory}"
-
-        pairs = _leaves(template)
-        wanted = [_STATE] + ([_MEMORY] if include_memory and info.get("memory_saved") else [])
-        expected = {
-            path: x for path, x in pairs if _item_of(path) in wanted and _is_stored(x)
-        }
-
-        saved_keys = info.get("key_dtypes", {})
-        template_keys = {_show(p): str(x.dtype) for p, x in pairs if _is_key(x)}
+        if info.get("format_version") != FORMAT_VERSION:
+            raise CheckpointError(
+                f"{where} has format version {info.get('format_version')}, but this lcjax reads "
+                f"format version {FORMAT_VERSION}; it cannot be restored"
+            )
+        saved_keys, template_keys = info.get("key_dtypes", {}), _key_dtypes(template)
         for name in sorted(set(saved_keys) | set(template_keys)):
             if saved_keys.get(name) != template_keys.get(name):
                 raise CheckpointError(
                     f"{where} does not fit the template: PRNG key {name} is {saved_keys.get(name)} "
                     f"in the checkpoint but {template_keys.get(name)} in the template"
                 )
+        leaves = _leaves(template)
+        items = [_STATE] + ([_MEMORY] if include_memory and info.get("memory_saved") else [])
+        specs = {path: _stored_spec(x) for path, x in leaves.items() if _item_of(path) in items}
+        self._check_fit(step, where, items, specs)
 
-        try:
-            item_metadata = self._manager.item_metadata(step)
-            stored: dict = {}
-            for item in wanted:
-                tree = item_metadata[item]
-                stored.update(_flatten_metadata(getattr(tree, "tree", tree)))
-        except CheckpointError:
-            raise
-        except Exception as e:
-            raise CheckpointError(f"cannot read {where} ({step_dir}): {_first_line(e)}") from e
-        self._check_fit(where, expected, stored)
-        # Reservoirs saved before bfloat16 storage became uint16 bits (see
-        # lcjax.cfr.memory) are read as bfloat16 and reinterpreted.
-        legacy = {path for path, x in expected.items() if _is_legacy_bf16(stored[path][1], _stored_spec(x).dtype)}
-
-        # Read as numpy, then place each leaf like its template leaf: an uncommitted
-        # template (e.g. a fresh `solver.init`) gives uncommitted arrays, so the restored
-        # state hits the same jit cache entries as a fresh one.
+        # Read as numpy, then place each leaf like its template leaf (see `_placement`).
         args = {}
-        for item in wanted:
-            specs = [
-                (path, jax.ShapeDtypeStruct(_stored_spec(x).shape, jnp.bfloat16) if path in legacy else _stored_spec(x))
-                for path, x in expected.items()
-                if _item_of(path) == item
-            ]
-            args[item] = ocp.args.PyTreeRestore(
-                item=_nest((path, spec) for path, spec in specs),
-                restore_args=_nest(
-                    (path, ocp.RestoreArgs(restore_type=np.ndarray, dtype=spec.dtype)) for path, spec in specs
-                ),
-            )
+        for item in items:
+            mine = [(p, s) for p, s in specs.items() if _item_of(p) == item]
+            as_numpy = [(p, ocp.RestoreArgs(restore_type=np.ndarray, dtype=s.dtype)) for p, s in mine]
+            args[item] = ocp.args.PyTreeRestore(item=_nest(mine), restore_args=_nest(as_numpy))
         try:
             restored = self._manager.restore(step, args=ocp.args.Composite(**args))
         except Exception as e:  # orbax / tensorstore errors: corrupt or missing files
-            raise CheckpointError(f"cannot read {where} ({step_dir}): {_first_line(e)}") from e
+            raise CheckpointError(f"cannot read {where} ({self._step_dir(step)}): {_first_line(e)}") from e
+        values = {path: x for item in items for path, x in _leaves(restored[item]).items()}
+        state = [_to_device(values[path], x) if path in specs else _materialize(x) for path, x in leaves.items()]
+        return jax.tree.unflatten(jax.tree.structure(template), state), metadata
 
-        leaves = []
-        for path, x in pairs:
-            if path in expected:
-                value = _pop(restored[_item_of(path)], path)
-                if path in legacy:
-                    value = np.asarray(value).view(np.uint16)
-                leaves.append(_to_device(value, x))
-            else:
-                leaves.append(_materialize(x))
-        state = jax.tree.unflatten(jax.tree.structure(template), leaves)
-        return state, metadata
-
-    @staticmethod
-    def _check_fit(where: str, expected: dict, stored: dict) -> None:
-        problems = []
-        for path, x in expected.items():
-            spec = _stored_spec(x)
-            if path not in stored:
-                problems.append(f"leaf {_show(path)} {tuple(spec.shape)} is in the template but not in the checkpoint")
-                continue
-            shape, dtype = stored[path]
-            if shape != tuple(spec.shape):
-                problems.append(
-                    f"leaf {_show(path)} has shape {shape} in the checkpoint but {tuple(spec.shape)} in the template"
-                )
-            elif dtype != np.dtype(spec.dtype) and not _is_legacy_bf16(dtype, spec.dtype):
-                problems.append(
-                    f"leaf {_show(path)} has dtype {dtype} in the checkpoint but {np.dtype(spec.dtype)} in the template"
-                )
-        for path in stored:
-            if path not in expected:
-                problems.append(f"leaf {_show(path)} {stored[path][0]} is in the checkpoint but not in the template")
+    def _check_fit(self, step: int, where: str, items: list[str], specs: dict) -> None:
+        """Raise naming the first leaf whose stored shape or dtype differs from `specs`."""
+        is_leaf = lambda x: hasattr(x, "shape") and hasattr(x, "dtype")  # noqa: E731
+        try:
+            found = self._manager.item_metadata(step)
+            trees = [getattr(found[item], "tree", found[item]) for item in items]
+            saved = {p: (tuple(x.shape), np.dtype(x.dtype)) for t in trees for p, x in _leaves(t, is_leaf).items()}
+        except Exception as e:
+            raise CheckpointError(f"cannot read {where} ({self._step_dir(step)}): {_first_line(e)}") from e
+        wanted = {path: (tuple(s.shape), np.dtype(s.dtype)) for path, s in specs.items()}
+        paths = {**wanted, **saved}  # the template's order, then leaves only in the checkpoint
+        problems = [_mismatch(p, saved.get(p), wanted.get(p)) for p in paths if saved.get(p) != wanted.get(p)]
         if problems:
             more = f" (and {len(problems) - 1} more mismatches)" if len(problems) > 1 else ""
             raise CheckpointError(f"{where} does not fit the template: {problems[0]}{more}")
@@ -629,6 +448,3 @@ class Checkpointer:
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-    def __repr__(self) -> str:
-        return f"Checkpointer({self._directory!r}, steps={self.all_steps()})"

@@ -83,7 +83,7 @@ def filled_reservoir(game: LostCities, capacity: int, seed: int = 0) -> Reservoi
     )
     example = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape[1:], x.dtype), items)
     empty = reservoir_init(capacity, example)
-    return empty._replace(
+    return empty.replace(
         data=jax.tree.map(lambda buf, x: jnp.asarray(x, buf.dtype), empty.data, items),
         size=jnp.asarray(capacity, jnp.int32),
         seen=jnp.asarray(capacity, jnp.int32),

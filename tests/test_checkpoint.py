@@ -14,7 +14,7 @@ import orbax.checkpoint as ocp
 import pytest
 
 from lcjax.cfr.solver import DeepCFR, SolverConfig
-from lcjax.checkpoint import CheckpointError, Checkpointer
+from lcjax.checkpoint import FORMAT_VERSION, CheckpointError, Checkpointer
 from lcjax.env.kuhn import KuhnPoker
 
 CONFIG = SolverConfig(
@@ -86,7 +86,7 @@ def test_round_trip_is_bitwise_and_keeps_dtypes(tmp_path, solver, state1):
     assert_bitwise_equal(restored, state1)
     assert restored.key.dtype == state1.key.dtype and jnp.issubdtype(restored.key.dtype, jax.dtypes.prng_key)
     assert restored.strategy_memory.data.observation.dtype == jnp.uint16  # bfloat16 bits
-    assert restored.advantage_memory[0].template.observation.dtype == jnp.float32
+    assert restored.advantage_memory[0].item_dtypes == (jnp.float32, jnp.bool_, jnp.float32, jnp.float32)
     assert int(restored.strategy_memory.size) > 0
     info = metadata.pop("checkpoint")
     assert metadata == json.loads(json.dumps(meta))
@@ -263,17 +263,19 @@ def test_corrupt_files_raise_with_path(tmp_path, solver, state1):
             ckpt.restore(1, template=template(solver))
 
 
-def test_restores_reservoirs_saved_with_bfloat16_buffers(tmp_path, solver, state1):
-    """Checkpoints from before bfloat16 reservoir storage became uint16 bits still load."""
-
-    def as_bf16(r):
-        return r._replace(data=r.data._replace(observation=jax.lax.bitcast_convert_type(r.data.observation, jnp.bfloat16)))
-
-    legacy = state1._replace(
-        advantage_memory=tuple(as_bf16(r) for r in state1.advantage_memory),
-        strategy_memory=as_bf16(state1.strategy_memory),
-    )
+def test_older_format_is_refused_with_both_versions(tmp_path, solver, state1):
+    """Checkpoints of an older format (1: reservoirs with zero-size dtype leaves, bfloat16
+    buffers) are listed but not restored: one line names the version found and the one read."""
     with Checkpointer.open(tmp_path, create=True) as ckpt:
-        ckpt.save(1, legacy, metadata={})
-        restored, _ = ckpt.restore(1, template=template(solver))
-    assert_bitwise_equal(restored, state1)
+        ckpt.save(1, state1, metadata={"note": "old"})
+    metadata_file = tmp_path / "1" / "metadata" / "metadata.json"
+    metadata = json.loads(metadata_file.read_text())
+    metadata["checkpoint"]["format_version"] = 1
+    metadata_file.write_text(json.dumps(metadata))
+    with Checkpointer.open(tmp_path) as ckpt:
+        assert ckpt.all_steps() == [1] and ckpt.read_metadata(1)["note"] == "old"
+        with pytest.raises(CheckpointError) as error:
+            ckpt.restore(1, template=template(solver))
+    message = str(error.value)
+    assert "\n" not in message
+    assert "format version 1" in message and f"format version {FORMAT_VERSION}" in message and FORMAT_VERSION == 2

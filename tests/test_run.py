@@ -163,6 +163,21 @@ def test_cli_missing_and_corrupt_checkpoints(straight, tmp_path, capsys):
     assert "broken" in _error_line(capsys)
 
 
+def test_cli_refuses_checkpoints_of_an_older_format(straight, tmp_path, capsys):
+    import shutil
+
+    old = tmp_path / "old"
+    shutil.copytree(straight.run_dir, old)
+    for path in (old / "checkpoints").rglob("metadata.json"):
+        metadata = json.loads(path.read_text())
+        metadata["checkpoint"]["format_version"] = 1
+        path.write_text(json.dumps(metadata))
+    for argv in (["evaluate", "--checkpoint", str(old)], ["train", "--resume", str(old)]):
+        assert cli.main(argv) == 2
+        line = _error_line(capsys)
+        assert "format version 1" in line and "format version 2" in line
+
+
 def test_cli_resume_missing_run(tmp_path, capsys):
     assert cli.main(["train", "--resume", str(tmp_path / "ghost")]) == 2
     assert "ghost" in _error_line(capsys)

@@ -28,8 +28,9 @@ point), so a run never wraps around.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
+import flax.struct
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -40,7 +41,8 @@ PyTree = Any
 _INT32_MAX = np.iinfo(np.int32).max
 
 
-class Reservoir(NamedTuple):
+@flax.struct.dataclass
+class Reservoir:
     """A reservoir buffer; a pytree, so it passes through `jit`, `scan` and `vmap`.
 
     Attributes:
@@ -48,15 +50,15 @@ class Reservoir(NamedTuple):
         dtype. Slots [0, size) hold the stored items.
       size: int32 scalar, number of items stored (<= capacity).
       seen: int32 scalar, number of valid items ever offered (saturates at 2**31 - 1).
-      template: pytree like one item, every leaf a zero-size array (shape [0]) of the
-        item's original dtype. It carries the decode dtypes through `jit` without static
-        state; `None` means "return the stored dtypes unchanged".
+      item_dtypes: static (not a leaf): the item's own dtype for each leaf of `data`, in
+        `jax.tree.leaves` order; `reservoir_sample` decodes rows back to these. Being part
+        of the tree structure, it goes through `jit` and `eval_shape` without any array.
     """
 
     data: PyTree
     size: Array
     seen: Array
-    template: PyTree = None
+    item_dtypes: tuple[np.dtype, ...] = flax.struct.field(pytree_node=False)
 
 
 def reservoir_init(capacity: int, example: PyTree, storage_dtypes: PyTree = None) -> Reservoir:
@@ -89,12 +91,11 @@ def reservoir_init(capacity: int, example: PyTree, storage_dtypes: PyTree = None
         jnp.zeros((capacity, *x.shape), _buffer_dtype(x.dtype, d))
         for x, d in zip(leaves, stored)
     ]
-    template = [jnp.zeros((0,), x.dtype) for x in leaves]
     return Reservoir(
         data=jax.tree.unflatten(treedef, data),
         size=jnp.zeros((), jnp.int32),
         seen=jnp.zeros((), jnp.int32),
-        template=jax.tree.unflatten(treedef, template),
+        item_dtypes=tuple(jnp.dtype(x.dtype) for x in leaves),
     )
 
 
@@ -211,7 +212,7 @@ def reservoir_insert(reservoir: Reservoir, items: PyTree, valid: Array, draws: A
     count = jnp.sum(valid.astype(jnp.int32))
     seen = reservoir.seen + jnp.minimum(count, _INT32_MAX - reservoir.seen)
     size = jnp.minimum(seen, capacity).astype(jnp.int32)
-    return reservoir._replace(data=data, size=size, seen=seen)
+    return reservoir.replace(data=data, size=size, seen=seen)
 
 
 def reservoir_add(
@@ -256,7 +257,6 @@ def reservoir_sample(key: Array, reservoir: Reservoir, batch_size: int) -> PyTre
     """
     high = jnp.maximum(reservoir.size, 1)
     index = jax.random.randint(key, (batch_size,), 0, high, dtype=jnp.int32)
-    batch = jax.tree.map(lambda buffer: buffer[index], reservoir.data)
-    if reservoir.template is None:
-        return batch
-    return jax.tree.map(lambda x, t: _decode(x, t.dtype), batch, reservoir.template)
+    buffers, treedef = jax.tree.flatten(reservoir.data)
+    rows = [_decode(buffer[index], dtype) for buffer, dtype in zip(buffers, reservoir.item_dtypes)]
+    return jax.tree.unflatten(treedef, rows)

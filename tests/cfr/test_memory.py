@@ -139,7 +139,7 @@ def test_matches_one_by_one_algorithm_r_with_same_draws():
 def test_seen_saturates_instead_of_wrapping():
     limit = np.iinfo(np.int32).max
     reservoir = reservoir_init(CAPACITY, _example())
-    reservoir = reservoir._replace(seen=jnp.int32(limit - 3), size=jnp.int32(CAPACITY))
+    reservoir = reservoir.replace(seen=jnp.int32(limit - 3), size=jnp.int32(CAPACITY))
     reservoir = _add(jax.random.key(0), reservoir, _items(np.arange(BATCH)), jnp.ones(BATCH, bool))
     assert int(reservoir.seen) == limit and int(reservoir.size) == CAPACITY
 
@@ -187,7 +187,7 @@ def test_inclusion_frequency_is_uniform():
 def test_sample_is_uniform_over_stored_items():
     # Ten items stored in a buffer of 32 (filled through `data` directly).
     reservoir = reservoir_init(32, jnp.zeros((), jnp.int32))
-    reservoir = reservoir._replace(
+    reservoir = reservoir.replace(
         data=reservoir.data.at[:10].set(jnp.arange(1, 11)), size=jnp.int32(10), seen=jnp.int32(10)
     )
     sample = jax.jit(reservoir_sample, static_argnums=2)
@@ -254,7 +254,10 @@ def test_reservoir_is_a_pytree_through_jit():
     reservoir = reservoir_init(4, jnp.zeros(2, jnp.float32), jnp.bfloat16)
     out = jax.jit(lambda r: r)(reservoir)
     assert isinstance(out, Reservoir)
-    assert out.template.dtype == jnp.float32 and out.data.dtype == jnp.uint16
+    assert out.item_dtypes == (jnp.float32,) and out.data.dtype == jnp.uint16
+    # The item dtypes are static structure, not leaves: only data, size and seen are arrays.
+    assert [x.shape for x in jax.tree.leaves(reservoir)] == [(4, 2), (), ()]
+    assert jax.eval_shape(lambda: reservoir).item_dtypes == (jnp.float32,)
 
 
 def test_bfloat16_storage_inserts_without_touching_the_whole_buffer():

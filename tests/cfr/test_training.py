@@ -78,7 +78,7 @@ def _host_params(seed):
 def _full_reservoir(samples) -> Reservoir:
     """A reservoir holding exactly `samples` (leading axis N)."""
     example = jax.tree.map(lambda x: x[0], samples)
-    return reservoir_init(N, example)._replace(data=samples, size=jnp.int32(N), seen=jnp.int32(N))
+    return reservoir_init(N, example).replace(data=samples, size=jnp.int32(N), seen=jnp.int32(N))
 
 
 @functools.cache
