@@ -15,7 +15,6 @@ import time
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from lcjax.argtypes import positive_int
 from lcjax.env.lost_cities import LostCities, Rules

@@ -44,14 +44,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lcjax.argtypes import positive_int
 from lcjax.cfr.memory import Reservoir, reservoir_init
 from lcjax.cfr.networks import NetworkSpec, init_params, make_apply, network_graphdef
 from lcjax.cfr.samples import AdvantageSample
 from lcjax.cfr.training import advantage_loss, make_optimizer, make_train_fn
-from lcjax.argtypes import positive_int
 from lcjax.env.lost_cities import LostCities
 
-from common import loadavg, machine_facts, parse_networks, time_interleaved, write_result
+from common import loadavg, machine_facts, networks_flag, time_interleaved, write_result
 
 PRECISIONS = ("float32", "bfloat16")
 SPEEDUP_THRESHOLD = 1.10  # bf16 must be > 10% faster (fp32 time / bf16 time) to be recommended
@@ -209,10 +209,7 @@ def main(argv=None) -> int:
                         help="seconds each forward repeat should last (calls are repeated to fill it)")
     parser.add_argument("--json", dest="json_path", help="write the numbers and the recommendation here")
     args = parser.parse_args(argv)
-    try:
-        networks = parse_networks(args.networks)
-    except argparse.ArgumentTypeError as e:
-        parser.error(str(e))
+    networks = networks_flag(parser, args.networks)
 
     game = LostCities()
     device = jax.devices()[0]

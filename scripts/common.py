@@ -121,6 +121,14 @@ def parse_networks(text: str, min_layers: int = 0) -> list[tuple[int, int]]:
     return networks
 
 
+def networks_flag(parser: argparse.ArgumentParser, text: str, flag: str = "--networks") -> list[tuple[int, int]]:
+    """`parse_networks(text)`, or exit through `parser.error` naming `flag`."""
+    try:
+        return parse_networks(text)
+    except argparse.ArgumentTypeError as err:
+        parser.error(f"{flag}: {err}")
+
+
 def dense_widths(in_size: int, out_size: int, hidden: int, layers: int) -> list[int]:
     """Feature widths through `lcjax.cfr.networks.MLP`: input, `layers` hidden, output."""
     return [in_size] + [hidden] * layers + [out_size]

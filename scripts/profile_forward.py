@@ -46,7 +46,7 @@ from common import (
     loadavg,
     machine_facts,
     network_name,
-    parse_networks,
+    networks_flag,
     time_interleaved,
     write_result,
 )
@@ -152,10 +152,7 @@ def main(argv=None) -> int:
     parser.add_argument("--json", dest="json_path", help="write all rows and the rooflines here")
     args = parser.parse_args(argv)
 
-    try:
-        networks = parse_networks(args.networks)
-    except argparse.ArgumentTypeError as e:
-        parser.error(str(e))
+    networks = networks_flag(parser, args.networks)
     precisions = [p.strip() for p in args.precisions.split(",") if p.strip()]
     for p in precisions:
         if p not in PRECISIONS:
