@@ -23,16 +23,7 @@ import json
 import sys
 import time
 
-
-def positive_int(text: str) -> int:
-    """argparse type: a positive integer, else an error that quotes the value."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+from lcjax.argtypes import positive_int
 
 
 def _cmd_match(args: argparse.Namespace) -> int:

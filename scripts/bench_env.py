@@ -11,15 +11,15 @@ fresh and T is below the shortest possible game, so every counted step is a real
 from __future__ import annotations
 
 import argparse
-import json
-import platform
 import time
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
+from lcjax.argtypes import positive_int
 from lcjax.env.lost_cities import LostCities, Rules
+
+from common import machine_facts, write_result
 
 
 def make_runner(game: LostCities, steps: int):
@@ -61,8 +61,8 @@ def bench(game: LostCities, batch: int, steps: int, repeats: int, seed: int = 0)
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batches", default="1,4,16,64,256,1024,4096,16384", help="comma-separated batch sizes")
-    parser.add_argument("--steps", type=int, default=64, help="steps per jitted call (below the shortest game)")
-    parser.add_argument("--repeats", type=int, default=5, help="timed calls per batch size; the best is kept")
+    parser.add_argument("--steps", type=positive_int, default=64, help="steps per jitted call (below the shortest game)")
+    parser.add_argument("--repeats", type=positive_int, default=5, help="timed calls per batch size; the best is kept")
     parser.add_argument("--colors", type=int, default=5, help="n_colors (6 = purple variant)")
     parser.add_argument("--json", dest="json_path", help="write the results to this JSON file")
     args = parser.parse_args(argv)
@@ -82,20 +82,13 @@ def main(argv=None):
     best = max(rows, key=lambda r: r["steps_per_second"])
     print(f"best: {best['steps_per_second']:,.0f} steps/s at batch {best['batch']}")
     if args.json_path:
-        out = {
+        write_result(args.json_path, {
             "best_steps_per_second": best["steps_per_second"],
             "best_batch": best["batch"],
             "rows": rows,
             "n_colors": args.colors,
-            "platform": jax.devices()[0].platform,
-            "device": str(jax.devices()[0].device_kind),
-            "cpu_count": __import__("os").cpu_count(),
-            "machine": platform.machine(),
-            "jax_version": jax.__version__,
-        }
-        with open(args.json_path, "w") as f:
-            json.dump(out, f, indent=2)
-        print(f"wrote {args.json_path}")
+            **machine_facts("platform", "device", "cpu_count", "machine", "jax_version"),
+        })
     return 0
 
 

@@ -42,27 +42,29 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import math
 import os
-import platform
 import statistics
-import sys
 import tempfile
 import time
 
 import jax
 import jax.numpy as jnp
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from lcjax import config as lc_config
+from lcjax.argtypes import positive_int
+from lcjax.cfr import traversal as tr
+from lcjax.cfr.networks import init_params
+from lcjax.cfr.solver import DeepCFR, make_solver
 
-from lcjax import config as lc_config  # noqa: E402
-from lcjax.cli import positive_int  # noqa: E402
-from lcjax.cfr import traversal as tr  # noqa: E402
-from lcjax.cfr.networks import init_params  # noqa: E402
-from lcjax.cfr.solver import DeepCFR, make_solver  # noqa: E402
-
-DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs", "deep_cfr", "default.yaml")
+from common import (
+    add_config_arguments,
+    config_path_for_json,
+    forward_flops,
+    load_lost_cities_config,
+    machine_facts,
+    write_result,
+)
 
 # The earlier system's default iteration on a 2-core CPU machine (seconds); the issue that
 # set the goal quotes them. Its three phases sum to 48.4 s.
@@ -75,11 +77,6 @@ EARLIER = {
 EARLIER_NODES = 110_000
 GOAL_SPEEDUP = 3.0
 PHASES = ("traversal", "memory_add", "advantage_train", "strategy_train")
-
-
-def forward_flops(layer_sizes: list[int]) -> int:
-    """FLOPs of one state's forward pass through dense layers `layer_sizes[0] -> ... -> [-1]`."""
-    return sum(2 * a * b for a, b in zip(layer_sizes[:-1], layer_sizes[1:]))
 
 
 def matmul_gflops(m: int, k: int, n: int, repeats: int = 50) -> float:
@@ -154,11 +151,9 @@ def _eval_and_checkpoint(solver, state, config, seed: int) -> dict[str, float]:
     return out
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", default=DEFAULT_CONFIG, help="base run config (default: configs/deep_cfr/default.yaml)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                        help="override a config key, as in `lcjax train` (repeatable)")
+    add_config_arguments(parser, "base run config")
     parser.add_argument("--target-nodes", type=positive_int, default=EARLIER_NODES,
                         help=f"states the traversal phase visits in all (default: {EARLIER_NODES:,})")
     parser.add_argument("--advantage-steps", type=positive_int, default=512, help="Adam steps per advantage network (512)")
@@ -173,42 +168,43 @@ def main(argv=None) -> int:
                         help="also time one evaluation and one checkpoint save")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", dest="json_path", help="write the results to this JSON file")
-    args = parser.parse_args(argv)
+    return parser
 
-    try:
-        config = lc_config.load_config(args.config, args.overrides)
-    except (lc_config.ConfigError, OSError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    if config.game != "lost_cities":
-        print(f"error: game={config.game!r}: this benchmark needs lost_cities", file=sys.stderr)
-        return 2
 
-    t_all = time.perf_counter()
-    probe = solver_for(config, args, args.calibration_batch)
-    c = probe.config
-    print(f"Deep CFR iteration on Lost Cities: {c.hidden_size} x {c.num_layers} {c.precision} networks, "
-          f"jax {jax.__version__} on {jax.devices()[0].platform} ({os.cpu_count()} CPUs)")
+def traversals_per_player(probe: DeepCFR, args) -> tuple[int, float | None]:
+    """(traversals per player, calibrated states per traversal or None): `--traversals`, or
+    as many as make about `--target-nodes` states by the calibration call."""
     if args.traversals:
-        traversals, per_traversal = args.traversals, None
-    else:
-        t0 = time.perf_counter()
-        per_traversal = calibrate_nodes_per_traversal(probe, args.calibration_batch, args.seed)
-        traversals = max(1, round(args.target_nodes / (2 * per_traversal)))
-        print(f"calibration: {per_traversal:,.0f} states per traversal -> {traversals} traversals per player "
-              f"for ~{args.target_nodes:,} states ({time.perf_counter() - t0:.1f} s)")
-    solver = solver_for(config, args, traversals)
-    state = solver.init(jax.random.key(args.seed))
+        return args.traversals, None
+    t0 = time.perf_counter()
+    per_traversal = calibrate_nodes_per_traversal(probe, args.calibration_batch, args.seed)
+    traversals = max(1, round(args.target_nodes / (2 * per_traversal)))
+    print(f"calibration: {per_traversal:,.0f} states per traversal -> {traversals} traversals per player "
+          f"for ~{args.target_nodes:,} states ({time.perf_counter() - t0:.1f} s)")
+    return traversals, per_traversal
 
+
+def timed_iterations(solver: DeepCFR, seed: int, repeats: int):
+    """Run the compiling first iteration, then `repeats` timed ones.
+
+    Returns (final solver state, the first iteration's metrics, the timed ones' metrics).
+    """
+    state = solver.init(jax.random.key(seed))
     t0 = time.perf_counter()
     state, first = solver.iteration(state)
     print(f"iteration 1 (compiles every phase, fills the memories): {time.perf_counter() - t0:.1f} s, "
           f"of which compile {first['time/compile_seconds']:.1f} s")
     rows = []
-    for r in range(args.repeats):
+    for _ in range(repeats):
         state, m = solver.iteration(state)
         rows.append(m)
         print(f"iteration {m['iteration']}: {m['time/iteration_seconds']:.2f} s, {m['traversal/nodes']:,} states", flush=True)
+    return state, first, rows
+
+
+def phase_results(first: dict, rows: list[dict], target_nodes: int) -> dict:
+    """Median seconds per phase of the timed iterations, the traversal scaled to
+    `target_nodes` states, and the whole iteration at that equal work."""
 
     def median(key: str) -> float:
         return statistics.median(float(m[key]) for m in rows)
@@ -218,29 +214,39 @@ def main(argv=None) -> int:
     nodes = median("traversal/nodes")
     result["traversal_nodes"] = nodes
     result["traversal_nodes_per_second"] = nodes / result["traversal_seconds"]
-    result["traversal_seconds_at_target"] = result["traversal_seconds"] * args.target_nodes / nodes
+    result["traversal_seconds_at_target"] = result["traversal_seconds"] * target_nodes / nodes
     # Equal work: the iteration with its traversal phase scaled to exactly target_nodes.
     result["iteration_seconds_at_target"] = result["iteration_seconds"] - result["traversal_seconds"] + result["traversal_seconds_at_target"]
     result["compile_seconds"] = float(first["time/compile_seconds"])
+    return result
 
+
+def training_floor(solver: DeepCFR, args, result: dict) -> dict:
+    """The training phases' FLOPs, their rate, and the floor this machine's matmul sets."""
+    c = solver.config
     dims = [solver.game.observation_size] + [c.hidden_size] * c.num_layers + [solver.game.num_actions]
     flops_state = forward_flops(dims)
     train_flops = 3 * flops_state * args.batch * (2 * args.advantage_steps + args.strategy_steps)
     gflops = matmul_gflops(args.batch, c.hidden_size, c.hidden_size)
-    result["machine_matmul_gflops"] = gflops
-    result["training_flops"] = train_flops
-    result["training_floor_seconds"] = train_flops / (gflops * 1e9)
     train_seconds = result["advantage_train_seconds"] + result["strategy_train_seconds"]
-    result["training_gflops"] = train_flops / train_seconds / 1e9
+    return {
+        "machine_matmul_gflops": gflops,
+        "training_flops": train_flops,
+        "training_floor_seconds": train_flops / (gflops * 1e9),
+        "training_gflops": train_flops / train_seconds / 1e9,
+    }
 
-    if args.with_eval_checkpoint:
-        result.update(_eval_and_checkpoint(solver, state, config, args.seed + 100))
 
+def speedups(result: dict) -> dict:
+    """The earlier system's seconds over ours, per phase; traversal and iteration at target."""
     speedup = {k: EARLIER[k] / result[k] for k in EARLIER if k != "iteration_seconds"}
     speedup["traversal_seconds"] = EARLIER["traversal_seconds"] / result["traversal_seconds_at_target"]
     speedup["iteration_seconds"] = EARLIER["iteration_seconds"] / result["iteration_seconds_at_target"]
-    result["speedup_vs_earlier"] = speedup
+    return speedup
 
+
+def print_report(result: dict, with_eval_checkpoint: bool, script_seconds: float) -> None:
+    """The phase table against the earlier system, then the traversal, training and verdict lines."""
     print()
     print(f"{'phase':<22} {'lcjax s':>9} {'earlier s':>10} {'speedup':>8}")
     table = [
@@ -253,25 +259,50 @@ def main(argv=None) -> int:
     for name, ours, theirs in table:
         ratio = f"{theirs / ours:>7.2f}x" if theirs else f"{'':>8}"
         print(f"{name:<22} {ours:>9.2f} {theirs if theirs else '':>10} {ratio}")
-    if args.with_eval_checkpoint:
+    if with_eval_checkpoint:
         print(f"{'evaluation':<22} {result['evaluation_seconds']:>9.2f}   (once every evaluation.eval_every iterations)")
         print(f"{'checkpoint':<22} {result['checkpoint_seconds']:>9.2f}   (once every checkpoint.save_every iterations)")
     print()
-    print(f"traversal: {nodes:,.0f} states in {result['traversal_seconds']:.2f} s "
+    print(f"traversal: {result['traversal_nodes']:,.0f} states in {result['traversal_seconds']:.2f} s "
           f"({result['traversal_nodes_per_second']:,.0f} states/s)")
-    print(f"training: {train_flops / 1e12:.2f} TFLOP at {result['training_gflops']:.1f} GFLOP/s; this machine's "
-          f"matmul peak is {gflops:.1f} GFLOP/s, a floor of {result['training_floor_seconds']:.1f} s")
-    verdict = "met" if speedup["iteration_seconds"] >= GOAL_SPEEDUP else "missed"
-    print(f"speedup against the earlier system: {speedup['iteration_seconds']:.2f}x "
-          f"(goal {GOAL_SPEEDUP:.0f}x: {verdict}); total script time {time.perf_counter() - t_all:.0f} s")
+    print(f"training: {result['training_flops'] / 1e12:.2f} TFLOP at {result['training_gflops']:.1f} GFLOP/s; "
+          f"this machine's matmul peak is {result['machine_matmul_gflops']:.1f} GFLOP/s, a floor of "
+          f"{result['training_floor_seconds']:.1f} s")
+    speedup = result["speedup_vs_earlier"]["iteration_seconds"]
+    verdict = "met" if speedup >= GOAL_SPEEDUP else "missed"
+    print(f"speedup against the earlier system: {speedup:.2f}x "
+          f"(goal {GOAL_SPEEDUP:.0f}x: {verdict}); total script time {script_seconds:.0f} s")
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    config = load_lost_cities_config(args, "this benchmark needs lost_cities")
+    if config is None:
+        return 2
+
+    t_all = time.perf_counter()
+    probe = solver_for(config, args, args.calibration_batch)
+    c = probe.config
+    print(f"Deep CFR iteration on Lost Cities: {c.hidden_size} x {c.num_layers} {c.precision} networks, "
+          f"jax {jax.__version__} on {jax.devices()[0].platform} ({os.cpu_count()} CPUs)")
+    traversals, per_traversal = traversals_per_player(probe, args)
+    solver = solver_for(config, args, traversals)
+    state, first, rows = timed_iterations(solver, args.seed, args.repeats)
+
+    result = phase_results(first, rows, args.target_nodes)
+    result.update(training_floor(solver, args, result))
+    if args.with_eval_checkpoint:
+        result.update(_eval_and_checkpoint(solver, state, config, args.seed + 100))
+    result["speedup_vs_earlier"] = speedups(result)
+    print_report(result, args.with_eval_checkpoint, time.perf_counter() - t_all)
 
     if args.json_path:
-        payload = {
+        write_result(args.json_path, {
             **result,
             "earlier_system": {**EARLIER, "traversal_nodes": EARLIER_NODES},
             "goal_speedup": GOAL_SPEEDUP,
             "settings": {
-                "config": os.path.relpath(args.config) if os.path.exists(args.config) else args.config,
+                "config": config_path_for_json(args.config),
                 "overrides": args.overrides,
                 "target_nodes": args.target_nodes,
                 "traversals_per_player": traversals,
@@ -282,14 +313,8 @@ def main(argv=None) -> int:
             "observation_size": solver.game.observation_size,
             "num_actions": solver.game.num_actions,
             "iterations": rows,
-            "platform": jax.devices()[0].platform,
-            "cpu_count": os.cpu_count(),
-            "machine": platform.machine(),
-            "jax_version": jax.__version__,
-        }
-        with open(args.json_path, "w") as f:
-            json.dump(payload, f, indent=2)
-        print(f"wrote {args.json_path}")
+            **machine_facts("platform", "cpu_count", "machine", "jax_version"),
+        })
     return 0
 
 

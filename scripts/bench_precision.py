@@ -37,23 +37,21 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import os
-import sys
 import time
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lcjax.argtypes import positive_int
 from lcjax.cfr.memory import Reservoir, reservoir_init
 from lcjax.cfr.networks import NetworkSpec, init_params, make_apply, network_graphdef
 from lcjax.cfr.samples import AdvantageSample
 from lcjax.cfr.training import advantage_loss, make_optimizer, make_train_fn
 from lcjax.env.lost_cities import LostCities
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from scripts.profile_forward import loadavg, parse_network, time_interleaved  # noqa: E402
+from common import loadavg, machine_facts, networks_flag, time_interleaved, write_result
 
 PRECISIONS = ("float32", "bfloat16")
 SPEEDUP_THRESHOLD = 1.10  # bf16 must be > 10% faster (fp32 time / bf16 time) to be recommended
@@ -200,26 +198,18 @@ def print_result(r: dict) -> None:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--networks", default="512x3", help="comma-separated HIDDENxLAYERS list, e.g. 512x3,1024x6")
-    parser.add_argument("--forward-batch", type=int, default=4096)
-    parser.add_argument("--train-batch", type=int, default=1024, help="minibatch size of a train step")
-    parser.add_argument("--train-steps", type=int, default=20, help="steps per timed train call")
-    parser.add_argument("--capacity", type=int, default=65536, help="reservoir size (filled before timing)")
+    parser.add_argument("--forward-batch", type=positive_int, default=4096)
+    parser.add_argument("--train-batch", type=positive_int, default=1024, help="minibatch size of a train step")
+    parser.add_argument("--train-steps", type=positive_int, default=20, help="steps per timed train call")
+    parser.add_argument("--capacity", type=positive_int, default=65536, help="reservoir size (filled before timing)")
     parser.add_argument("--learning-rate", type=float, default=1e-3)
     parser.add_argument("--grad-clip", type=float, default=1.0)
-    parser.add_argument("--repeats", type=int, default=5, help="timed repeats per measurement")
+    parser.add_argument("--repeats", type=positive_int, default=5, help="timed repeats per measurement")
     parser.add_argument("--min-time", type=float, default=0.05,
                         help="seconds each forward repeat should last (calls are repeated to fill it)")
     parser.add_argument("--json", dest="json_path", help="write the numbers and the recommendation here")
     args = parser.parse_args(argv)
-    try:
-        networks = [parse_network(n) for n in args.networks.split(",") if n.strip()]
-    except argparse.ArgumentTypeError as e:
-        parser.error(str(e))
-    if not networks:
-        parser.error("no network given")
-    for name in ("forward_batch", "train_batch", "train_steps", "capacity", "repeats"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be >= 1")
+    networks = networks_flag(parser, args.networks)
 
     game = LostCities()
     device = jax.devices()[0]
@@ -243,24 +233,20 @@ def main(argv=None) -> int:
     print(f"load average at the end: {load_end}")
 
     if args.json_path:
-        with open(args.json_path, "w") as f:
-            json.dump({
-                "results": results,
-                "recommended_precision": recommended,
-                "auto_precision": auto,
-                "auto_agrees": auto == recommended,
-                "speedup_threshold": SPEEDUP_THRESHOLD,
-                "backend": backend,
-                "device_kind": device.device_kind,
-                "settings": {k: v for k, v in vars(args).items() if k != "json_path"},
-                "input_size": game.observation_size,
-                "output_size": game.num_actions,
-                "jax_version": jax.__version__,
-                "cpu_count": os.cpu_count(),
-                "loadavg_start": load_start,
-                "loadavg_end": load_end,
-            }, f, indent=2)
-        print(f"wrote {args.json_path}")
+        write_result(args.json_path, {
+            "results": results,
+            "recommended_precision": recommended,
+            "auto_precision": auto,
+            "auto_agrees": auto == recommended,
+            "speedup_threshold": SPEEDUP_THRESHOLD,
+            **machine_facts("backend", "device_kind"),
+            "settings": {k: v for k, v in vars(args).items() if k != "json_path"},
+            "input_size": game.observation_size,
+            "output_size": game.num_actions,
+            **machine_facts("jax_version", "cpu_count"),
+            "loadavg_start": load_start,
+            "loadavg_end": load_end,
+        })
     return 0
 
 

@@ -25,7 +25,6 @@ largest batch measured, where the lanes are fullest), and every row.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -33,13 +32,12 @@ import time
 import jax
 import jax.numpy as jnp
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from lcjax import config as lc_config
+from lcjax.argtypes import positive_int
+from lcjax.cfr import traversal as tr
+from lcjax.cfr.networks import NetworkSpec, init_params, make_apply, network_graphdef
 
-from lcjax import config as lc_config  # noqa: E402
-from lcjax.cfr import traversal as tr  # noqa: E402
-from lcjax.cfr.networks import NetworkSpec, init_params, make_apply, network_graphdef  # noqa: E402
-
-DEFAULT_CONFIG = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "configs", "deep_cfr", "default.yaml")
+from common import add_config_arguments, config_path_for_json, load_lost_cities_config, machine_facts, write_result
 
 
 def roofline(spec: NetworkSpec, batches=(64, 256, 1024, 4096), repeats: int = 5) -> dict:
@@ -87,11 +85,9 @@ def bench_probe(game, spec: NetworkSpec, batch: int, cfg: tr.ProbeConfig, repeat
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", default=DEFAULT_CONFIG, help="run config (default: configs/deep_cfr/default.yaml)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
-                        help="override a config key, as in `lcjax train` (repeatable)")
+    add_config_arguments(parser)
     parser.add_argument("--batches", default="4,16,64", help="traversals per call, comma-separated (default: 4,16,64)")
-    parser.add_argument("--repeats", type=int, default=2, help="timed calls per batch; the fastest is kept (2)")
+    parser.add_argument("--repeats", type=positive_int, default=2, help="timed calls per batch; the fastest is kept (2)")
     parser.add_argument("--json", dest="json_path", help="write the results to this JSON file")
     args = parser.parse_args(argv)
     try:
@@ -100,16 +96,13 @@ def main(argv=None) -> int:
             raise ValueError
     except ValueError:
         parser.error(f"--batches: expected positive integers separated by commas, got {args.batches!r}")
-    if args.repeats <= 0:
-        parser.error(f"--repeats: expected a positive integer, got {args.repeats}")
-    try:
-        config = lc_config.load_config(args.config, args.overrides)
-        sc = lc_config.solver_config(config)
-    except (lc_config.ConfigError, OSError) as err:
-        print(f"error: {err}", file=sys.stderr)
+    config = load_lost_cities_config(args, "this benchmark measures Lost Cities")
+    if config is None:
         return 2
-    if config.game != "lost_cities":
-        print(f"error: game={config.game!r}: this benchmark measures Lost Cities", file=sys.stderr)
+    try:
+        sc = lc_config.solver_config(config)
+    except lc_config.ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
         return 2
 
     game = lc_config.make_game(config)
@@ -136,24 +129,20 @@ def main(argv=None) -> int:
     print(f"batch {head['batch']}: {head['nodes_per_second']:,.0f} nodes/s = {head['roofline_fraction']:.1%} of the "
           f"roofline (goal: 50%)")
     if args.json_path:
-        with open(args.json_path, "w") as f:
-            json.dump({
-                "nodes_per_second": head["nodes_per_second"],
-                "samples_per_second": head["samples_per_second"],
-                "roofline_states_per_second": roof["states_per_second"],
-                "roofline_fraction": head["roofline_fraction"],
-                "batch": head["batch"],
-                "network": {"hidden": sc.hidden_size, "layers": sc.num_layers, "precision": sc.precision},
-                "probe": cfg._asdict(),
-                "config": os.path.relpath(args.config) if os.path.exists(args.config) else args.config,
-                "overrides": args.overrides,
-                "rows": rows,
-                "roofline": roof,
-                "platform": jax.devices()[0].platform,
-                "cpu_count": os.cpu_count(),
-                "jax_version": jax.__version__,
-            }, f, indent=2)
-        print(f"wrote {args.json_path}")
+        write_result(args.json_path, {
+            "nodes_per_second": head["nodes_per_second"],
+            "samples_per_second": head["samples_per_second"],
+            "roofline_states_per_second": roof["states_per_second"],
+            "roofline_fraction": head["roofline_fraction"],
+            "batch": head["batch"],
+            "network": {"hidden": sc.hidden_size, "layers": sc.num_layers, "precision": sc.precision},
+            "probe": cfg._asdict(),
+            "config": config_path_for_json(args.config),
+            "overrides": args.overrides,
+            "rows": rows,
+            "roofline": roof,
+            **machine_facts("platform", "cpu_count", "jax_version"),
+        })
     return 0
 
 

@@ -11,7 +11,8 @@ plus strategy samples / wall seconds).
     python scripts/bench_traversal_small.py --games leduc --schemes external --batches 4096,16384
     python scripts/bench_traversal_small.py --json bench_traversal_small.json
 
-`--impl FILE` benchmarks another copy of `lcjax/cfr/traversal.py` (e.g. an older revision)
+`--impl FILE` benchmarks a single-file traversal module instead (e.g. `lcjax/cfr/traversal.py`
+of a revision before the traversal became a package, `git show REV:lcjax/cfr/traversal.py`)
 with the same settings, for before/after comparisons in one process environment.
 """
 
@@ -19,17 +20,18 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
-import platform
 import time
 
 import jax
 import jax.numpy as jnp
 
+from lcjax.argtypes import nonnegative_int, positive_int
 from lcjax.cfr import traversal as default_traversal
 from lcjax.cfr.networks import NetworkSpec, make_apply, make_network
 from lcjax.env.kuhn import KuhnPoker
 from lcjax.env.leduc import LeducPoker
+
+from common import machine_facts, write_result
 
 GAMES = {"kuhn": KuhnPoker, "leduc": LeducPoker}
 
@@ -113,11 +115,11 @@ def main(argv=None):
     parser.add_argument("--games", default="kuhn,leduc", help="comma-separated: kuhn, leduc")
     parser.add_argument("--schemes", default="external,probe", help="comma-separated: external, probe")
     parser.add_argument("--batches", default="1024,4096,16384", help="comma-separated numbers of traversals per call")
-    parser.add_argument("--repeats", type=int, default=3, help="timed calls per setting; the fastest is kept")
-    parser.add_argument("--hidden", type=int, default=64, help="hidden layer width of the advantage networks")
-    parser.add_argument("--layers", type=int, default=2, help="hidden layers of the advantage networks")
-    parser.add_argument("--lanes", type=int, default=0, help="external: ExternalConfig.lanes (0: its default)")
-    parser.add_argument("--impl", help="benchmark this copy of lcjax/cfr/traversal.py instead")
+    parser.add_argument("--repeats", type=positive_int, default=3, help="timed calls per setting; the fastest is kept")
+    parser.add_argument("--hidden", type=positive_int, default=64, help="hidden layer width of the advantage networks")
+    parser.add_argument("--layers", type=nonnegative_int, default=2, help="hidden layers of the advantage networks")
+    parser.add_argument("--lanes", type=nonnegative_int, default=0, help="external: ExternalConfig.lanes (0: its default)")
+    parser.add_argument("--impl", help="benchmark this single-file traversal module instead (an older revision's lcjax/cfr/traversal.py)")
     parser.add_argument("--json", dest="json_path", help="write the results to this JSON file")
     args = parser.parse_args(argv)
 
@@ -151,14 +153,11 @@ def main(argv=None):
     if args.json_path:
         meta = {
             "jax": jax.__version__,
-            "platform": jax.devices()[0].platform,
-            "machine": platform.machine(),
+            **machine_facts("platform", "machine"),
             "network": f"{args.layers}x{args.hidden}",
             "impl": "lcjax" if args.impl is None else "external file",
         }
-        with open(args.json_path, "w") as f:
-            json.dump({"meta": meta, "rows": rows, "best": best}, f, indent=2)
-        print(f"wrote {args.json_path}")
+        write_result(args.json_path, {"meta": meta, "rows": rows, "best": best})
 
 
 if __name__ == "__main__":

@@ -72,7 +72,6 @@ packages are missing is skipped with the reason printed and recorded.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib
 import importlib.metadata
 import importlib.util
@@ -85,17 +84,15 @@ import tempfile
 import time
 from typing import Any, Callable
 
-# Run as `python scripts/compare_openspiel.py`: make `scripts` and `lcjax` importable.
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if REPO not in sys.path:
-    sys.path.insert(0, REPO)
+import jax
+import numpy as np
 
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
+from lcjax.argtypes import nonnegative_int, positive_float, positive_int
+from lcjax.cfr import exploitability as ex
+from lcjax.cfr.solver import small_game_config
 
-from lcjax.cfr import exploitability as ex  # noqa: E402
-from lcjax.cfr.solver import small_game_config  # noqa: E402
-from scripts import solve_small  # noqa: E402
+import solve_small
+from common import loadavg
 
 IMPLEMENTATIONS = ("lcjax", "openspiel_jax", "openspiel_torch")
 OPENSPIEL = ("openspiel_jax", "openspiel_torch")
@@ -297,108 +294,50 @@ def run_openspiel(
 ) -> dict[str, Any]:
     """OpenSpiel's Deep CFR `name` on Leduc for `seconds` of solver time; the JSON entry."""
     import pyspiel
-    from open_spiel.python.algorithms import exploitability as os_exploitability
 
     wall_start = time.perf_counter()
     game = pyspiel.load_game(OPENSPIEL_GAME)
-    # Measurement infrastructure first, on its own clock.
-    eval_seconds = 0.0
+    # Running totals. Measurement infrastructure first, on its own clock.
+    totals = {"clock": 0.0, "cpu": 0.0, "eval_seconds": 0.0, "traversal_seconds": 0.0}
     t0 = time.perf_counter()
-    table, obs, mask = openspiel_policy_inputs(game)
-    eval_seconds += time.perf_counter() - t0
+    policy_inputs = openspiel_policy_inputs(game)
+    totals["eval_seconds"] += time.perf_counter() - t0
 
-    if name == "openspiel_torch":
-        import torch
-
-        if torch_threads > 0:
-            torch.set_num_threads(torch_threads)
-        torch.manual_seed(seed)
-    # Both solvers sample chance outcomes and opponent actions with numpy's global generator.
-    np.random.seed(seed)
-
-    clock = cpu = 0.0
+    _seed_openspiel(name, seed, torch_threads)
     t0, c0 = time.perf_counter(), time.process_time()
     solver = make_openspiel_solver(name, game, hidden=hidden, layers=layers, seed=seed, params=params)
     counts = count_traversal_calls(solver)
-    clock += time.perf_counter() - t0
-    cpu += time.process_time() - c0
-
-    def measure() -> tuple[float, float | None, float]:
-        """(exploitability, policy loss, policy-training seconds) of the current data."""
-        t0 = time.perf_counter()
-        loss = _loss(solver._learn_strategy_network())
-        train_seconds = time.perf_counter() - t0
-        table.action_probability_array[:] = openspiel_policy_table(name, solver, obs, mask)
-        return float(os_exploitability.exploitability(game, table)), loss, train_seconds
+    totals["clock"] += time.perf_counter() - t0
+    totals["cpu"] += time.process_time() - c0
 
     log(f"[{name}] leduc budget={seconds:g}s network={layers}x{hidden} {params}")
     curve: list[dict[str, Any]] = []
-    traversal_seconds = 0.0
     policy_train_estimate = 0.0
     next_measure = measure_every
     iteration = 0
     while True:
-        t0, c0 = time.perf_counter(), time.process_time()
-        losses = []
-        for player in range(game.num_players()):
-            t1 = time.perf_counter()
-            for _ in range(solver._num_traversals):
-                solver._traverse_game_tree(solver._root_node, player)
-            traversal_seconds += time.perf_counter() - t1
-            if solver._reinitialize_advantage_networks:
-                solver._reinitialize_advantage_network(player)
-            losses.append(_loss(solver._learn_advantage_network(player)))
-        solver._iteration += 1
+        losses, elapsed, stop, policy_loss = _openspiel_iteration(solver, game, totals, seconds, policy_train_estimate)
         iteration += 1
-        elapsed = time.perf_counter() - t0
-        # solve_small's stopping rule plus the policy training that ends the run, applied from
-        # the first iteration on: unlike lcjax's, OpenSpiel's first iteration is mostly
-        # steady-state work (its per-call jits compile in seconds), so it predicts the next.
-        after = clock + elapsed
-        stop = after + elapsed + policy_train_estimate > seconds
-        policy_loss = None
-        if stop:
-            policy_loss = _loss(solver._learn_strategy_network())  # as solve() ends
-        clock += time.perf_counter() - t0
-        cpu += time.process_time() - c0
-
-        if stop or clock >= next_measure:
+        if stop or totals["clock"] >= next_measure:
             t0 = time.perf_counter()
-            if stop:
-                table.action_probability_array[:] = openspiel_policy_table(name, solver, obs, mask)
-                value = float(os_exploitability.exploitability(game, table))
-            else:
-                # Train, measure and reset the policy network as solve(print_nash_convs) does,
-                # with the random state put back so that the run continues unchanged.
-                saved = _rng_state(name, solver)
-                value, policy_loss, policy_train_estimate = measure()
-                solver._reinitialize_policy_network()
-                _set_rng_state(name, solver, saved)
-            if hasattr(solver, "_cached_policy"):
-                solver._cached_policy.clear()  # JAX: action_probabilities caches network outputs
-            eval_seconds += time.perf_counter() - t0
-            while next_measure <= clock:
+            # At the end the policy network has just been trained, as solve() ends; between,
+            # it is trained for the measurement only.
+            value, loss, train_seconds = openspiel_exploitability(name, solver, game, policy_inputs, train=not stop)
+            if not stop:
+                policy_loss, policy_train_estimate = loss, train_seconds
+            totals["eval_seconds"] += time.perf_counter() - t0
+            while next_measure <= totals["clock"]:
                 next_measure += measure_every
-            nodes = counts["nodes"]
-            row = {
-                "seconds": clock,
-                "iteration": iteration,
-                "nodes": nodes,
-                "nodes_per_second": nodes / max(clock, 1e-9),
-                "exploitability": value,
-                "traversal_nodes_per_second": nodes / max(traversal_seconds, 1e-9),
-                "chance_calls": counts["chance_calls"],
-                "iteration_seconds": elapsed,
-                "cpu_seconds": cpu,
-                "eval_seconds": eval_seconds,
-                "wall_seconds": time.perf_counter() - wall_start,
-                "loss_advantage_0": losses[0],
-                "loss_advantage_1": losses[1],
-                "loss_policy": policy_loss,
-            }
+            row = solve_small.curve_row(
+                seconds=totals["clock"], iteration=iteration, nodes=counts["nodes"], exploitability=value,
+                traversal_seconds=totals["traversal_seconds"], iteration_seconds=elapsed, cpu_seconds=totals["cpu"],
+                eval_seconds=totals["eval_seconds"], wall_start=wall_start,
+            )
+            row.update(chance_calls=counts["chance_calls"], loss_advantage_0=losses[0], loss_advantage_1=losses[1],
+                       loss_policy=policy_loss)
             curve.append(row)
             log(
-                f"[{name}] it {iteration:4d}  t {clock:7.1f}s  expl {value:.5f}  nodes {nodes:.3g}"
+                f"[{name}] it {iteration:4d}  t {row['seconds']:7.1f}s  expl {value:.5f}  nodes {row['nodes']:.3g}"
                 f"  ({row['nodes_per_second']:.3g}/s)  it_time {elapsed:.2f}s"
             )
         if stop:
@@ -408,6 +347,89 @@ def run_openspiel(
         os.makedirs(out_dir, exist_ok=True)
         with open(os.path.join(out_dir, "curve.jsonl"), "w") as f:
             f.writelines(json.dumps(r) + "\n" for r in curve)
+    return {
+        "curve": curve,
+        "settings": _openspiel_settings(name, hidden=hidden, layers=layers, seed=seed, params=params,
+                                        measure_every=measure_every),
+        "traversals": iteration * game.num_players() * solver._num_traversals,
+    }
+
+
+def _seed_openspiel(name: str, seed: int, torch_threads: int) -> None:
+    """Seed the generators OpenSpiel's solvers draw from (and set PyTorch's threads)."""
+    if name == "openspiel_torch":
+        import torch
+
+        if torch_threads > 0:
+            torch.set_num_threads(torch_threads)
+        torch.manual_seed(seed)
+    # Both solvers sample chance outcomes and opponent actions with numpy's global generator.
+    np.random.seed(seed)
+
+
+def _openspiel_iteration(solver, game, totals: dict, seconds: float, policy_train_estimate: float):
+    """One OpenSpiel iteration, driven with the solver's own methods as `solve()` does, on the
+    solver clock; and whether the run stops after it (then the policy network is trained,
+    as `solve()` ends). Adds to `totals`' clock, CPU and traversal seconds.
+
+    Returns (the players' advantage losses, this iteration's seconds before any policy
+    training, stop, the policy loss or None).
+    """
+    t0, c0 = time.perf_counter(), time.process_time()
+    losses = []
+    for player in range(game.num_players()):
+        t1 = time.perf_counter()
+        for _ in range(solver._num_traversals):
+            solver._traverse_game_tree(solver._root_node, player)
+        totals["traversal_seconds"] += time.perf_counter() - t1
+        if solver._reinitialize_advantage_networks:
+            solver._reinitialize_advantage_network(player)
+        losses.append(_loss(solver._learn_advantage_network(player)))
+    solver._iteration += 1
+    elapsed = time.perf_counter() - t0
+    # solve_small's stopping rule plus the policy training that ends the run, applied from
+    # the first iteration on: unlike lcjax's, OpenSpiel's first iteration is mostly
+    # steady-state work (its per-call jits compile in seconds), so it predicts the next.
+    after = totals["clock"] + elapsed
+    stop = after + elapsed + policy_train_estimate > seconds
+    policy_loss = _loss(solver._learn_strategy_network()) if stop else None
+    totals["clock"] += time.perf_counter() - t0
+    totals["cpu"] += time.process_time() - c0
+    return losses, elapsed, stop, policy_loss
+
+
+def openspiel_exploitability(name: str, solver, game, policy_inputs: tuple, *, train: bool):
+    """Exploitability of the solver's policy network, from `openspiel_policy_inputs`.
+
+    With `train` (a measurement before the end), the policy network is first trained on the
+    data so far and afterwards re-initialized, as `solve(print_nash_convs)` does, and the
+    random-number state is put back, so that the run continues unchanged.
+
+    Returns (exploitability, policy loss, policy-training seconds); the last two are None
+    without `train`.
+    """
+    from open_spiel.python.algorithms import exploitability as os_exploitability
+
+    table, obs, mask = policy_inputs
+    loss = train_seconds = None
+    if train:
+        saved = _rng_state(name, solver)
+        t0 = time.perf_counter()
+        loss = _loss(solver._learn_strategy_network())
+        train_seconds = time.perf_counter() - t0
+    table.action_probability_array[:] = openspiel_policy_table(name, solver, obs, mask)
+    value = float(os_exploitability.exploitability(game, table))
+    if train:
+        solver._reinitialize_policy_network()
+        _set_rng_state(name, solver, saved)
+    if hasattr(solver, "_cached_policy"):
+        solver._cached_policy.clear()  # JAX: action_probabilities caches network outputs
+    return value, loss, train_seconds
+
+
+def _openspiel_settings(name: str, *, hidden: int, layers: int, seed: int, params: dict[str, Any],
+                        measure_every: float) -> dict[str, Any]:
+    """The settings entry of an OpenSpiel run."""
     settings: dict[str, Any] = {
         "game": OPENSPIEL_GAME,
         "seed": seed,
@@ -424,11 +446,7 @@ def run_openspiel(
         import torch
 
         settings["torch_threads"] = torch.get_num_threads()
-    return {
-        "curve": curve,
-        "settings": settings,
-        "traversals": iteration * game.num_players() * solver._num_traversals,
-    }
+    return settings
 
 
 # ----------------------------------------------------------------------------------------
@@ -560,76 +578,67 @@ def _uniform_exploitability(openspiel_ok: bool) -> dict[str, float | None]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=600.0, help="solver budget per implementation (default 600)")
+    parser.add_argument("--seconds", type=positive_float, default=600.0,
+                        help="solver budget per implementation (default 600)")
     parser.add_argument(
         "--implementations", default=",".join(IMPLEMENTATIONS),
         help=f"comma list of {', '.join(IMPLEMENTATIONS)} (default: all; missing packages are skipped)",
     )
     parser.add_argument(
-        "--measure-every", type=float, default=None,
+        "--measure-every", type=positive_float, default=None,
         help="OpenSpiel: seconds of solver time between exploitability measurements (default: seconds / 8)",
     )
     parser.add_argument(
-        "--lcjax-eval-every", type=int, default=None,
+        "--lcjax-eval-every", type=positive_int, default=None,
         help="lcjax: iterations between measurements (default: whenever the strategy network trains)",
     )
-    parser.add_argument("--hidden", type=int, default=128, help="hidden units per layer, all networks (default 128)")
-    parser.add_argument("--layers", type=int, default=3, help="hidden layers, all networks (default 3)")
+    parser.add_argument("--hidden", type=positive_int, default=128, help="hidden units per layer, all networks (default 128)")
+    parser.add_argument("--layers", type=positive_int, default=3, help="hidden layers, all networks (default 3)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="lcjax: override a SolverConfig field")
-    parser.add_argument("--openspiel-traversals", type=int, default=OPENSPIEL_DEFAULTS["num_traversals"],
+    parser.add_argument("--openspiel-traversals", type=positive_int, default=OPENSPIEL_DEFAULTS["num_traversals"],
                         help="OpenSpiel: traversals per player per iteration (default %(default)s)")
-    parser.add_argument("--openspiel-advantage-steps", type=int,
+    parser.add_argument("--openspiel-advantage-steps", type=positive_int,
                         default=OPENSPIEL_DEFAULTS["advantage_network_train_steps"],
                         help="OpenSpiel: advantage training steps per iteration (default %(default)s)")
-    parser.add_argument("--openspiel-policy-steps", type=int, default=OPENSPIEL_DEFAULTS["policy_network_train_steps"],
+    parser.add_argument("--openspiel-policy-steps", type=positive_int,
+                        default=OPENSPIEL_DEFAULTS["policy_network_train_steps"],
                         help="OpenSpiel: policy training steps (default %(default)s; the JAX solver uses the advantage steps)")
-    parser.add_argument("--openspiel-batch", type=int, default=OPENSPIEL_DEFAULTS["batch_size_advantage"],
+    parser.add_argument("--openspiel-batch", type=positive_int, default=OPENSPIEL_DEFAULTS["batch_size_advantage"],
                         help="OpenSpiel: batch size of both networks (default %(default)s)")
-    parser.add_argument("--openspiel-memory", type=int, default=OPENSPIEL_DEFAULTS["memory_capacity"],
+    parser.add_argument("--openspiel-memory", type=positive_int, default=OPENSPIEL_DEFAULTS["memory_capacity"],
                         help="OpenSpiel: reservoir capacity (default %(default)s)")
-    parser.add_argument("--torch-threads", type=int, default=1, help="PyTorch threads (default 1; 0 = torch's default)")
+    parser.add_argument("--torch-threads", type=nonnegative_int, default=1,
+                        help="PyTorch threads (default 1; 0 = torch's default)")
     parser.add_argument("--json", default=None, metavar="FILE", help="write the results here")
     parser.add_argument("--out", default=None, metavar="DIR", help="keep each implementation's files in DIR/<name>/")
     parser.add_argument("--quiet", action="store_true", help="no progress lines")
-    args = parser.parse_args(argv)
+    return parser
 
+
+def _parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str], dict[str, Any]]:
+    """(arguments, implementations to run, lcjax's SolverConfig overrides); bad values exit
+    with a usage error before anything runs."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
     try:
         names = _parse_implementations(args.implementations)
         overrides = solve_small.parse_overrides(args.set)
         for key in ("hidden_size", "num_layers"):
             if key in overrides:
                 raise ValueError(f"--set {key}: use --hidden/--layers (they apply to every implementation)")
-        if args.seconds <= 0:
-            raise ValueError(f"--seconds must be positive, got {args.seconds:g}")
-        if args.hidden < 1 or args.layers < 1:
-            raise ValueError(f"--hidden and --layers must be >= 1, got {args.hidden} x {args.layers}")
-        if args.measure_every is not None and args.measure_every <= 0:
-            raise ValueError(f"--measure-every must be positive, got {args.measure_every:g}")
-        if args.lcjax_eval_every is not None and args.lcjax_eval_every < 1:
-            raise ValueError(f"--lcjax-eval-every must be >= 1, got {args.lcjax_eval_every}")
-        if min(args.openspiel_traversals, args.openspiel_advantage_steps, args.openspiel_policy_steps,
-               args.openspiel_batch, args.openspiel_memory) < 1:
-            raise ValueError("--openspiel-* values must be >= 1")
         # Reject bad lcjax values before anything runs.
         small_game_config(GAME, SCHEME, **overrides, hidden_size=args.hidden, num_layers=args.layers)
     except ValueError as e:
         parser.error(str(e))
+    return args, names, overrides
 
-    log = (lambda s: None) if args.quiet else (lambda s: print(s, flush=True))
-    measure_every = args.measure_every or args.seconds / 8
-    params = dict(
-        OPENSPIEL_DEFAULTS,
-        num_traversals=args.openspiel_traversals,
-        advantage_network_train_steps=args.openspiel_advantage_steps,
-        policy_network_train_steps=args.openspiel_policy_steps,
-        batch_size_advantage=args.openspiel_batch,
-        batch_size_strategy=args.openspiel_batch,
-        memory_capacity=args.openspiel_memory,
-    )
 
+def _availability(names: list[str]) -> dict[str, dict[str, Any]]:
+    """{implementation: {"available", "ran", "reason"}} for all of them; the requested ones
+    whose packages are missing are skipped with the reason printed."""
     results: dict[str, dict[str, Any]] = {}
     for name in IMPLEMENTATIONS:
         reason = unavailable_reason(name)
@@ -640,11 +649,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: skipped: {reason}", flush=True)
         else:
             results[name] = {"available": True, "ran": True, "reason": None}
-    openspiel_ok = unavailable_reason("openspiel_jax") is None or unavailable_reason("openspiel_torch") is None
-    load_before = os.getloadavg()
-    uniform = _uniform_exploitability(openspiel_ok)
-    log(f"uniform policy exploitability: lcjax {uniform['lcjax']:.6f}, OpenSpiel {_fmt(uniform['openspiel'], '.6f')}")
+    return results
 
+
+def _run_all(args, names, results, overrides, params, measure_every, log) -> None:
+    """Run every available requested implementation in turn; its summary goes into `results`."""
     with tempfile.TemporaryDirectory() as scratch:
         base = args.out or scratch
         for name in names:
@@ -664,8 +673,50 @@ def main(argv: list[str] | None = None) -> int:
                 )
             results[name].update(summarize(run, args.seconds))
 
+
+def _load_text(load: list[float] | None) -> str:
+    return "-" if load is None else f"{load[0]:.1f}"
+
+
+def print_summary(args, results: dict, ratio: dict, load_before, load_after) -> None:
+    """The side-by-side table, the ratios, the skipped implementations and the headline."""
+    print()
+    print(f"Leduc, {args.seconds:g} s per implementation, {args.layers} x {args.hidden} networks, "
+          f"load {_load_text(load_before)} -> {_load_text(load_after)}")
+    print(format_table(results, args.seconds))
+    print()
+    print("ratios lcjax / OpenSpiel:")
+    print(format_ratios(ratio))
+    for name in OPENSPIEL:
+        if results[name]["reason"] and results[name]["reason"] != "not requested":
+            print(f"{name} skipped: {results[name]['reason']}")
+    labels = {"lcjax/openspiel_jax": "OpenSpiel JAX", "lcjax/openspiel_torch": "OpenSpiel PyTorch"}
+    parts = [f"{_fmt(v, '.3g')}x ({labels[k]})" for k, v in ratio["nodes_per_second"].items() if v is not None]
+    missing = "- (needs lcjax and at least one OpenSpiel implementation)"
+    print("headline: lcjax/OpenSpiel nodes/s = " + (", ".join(parts) if parts else missing))
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, names, overrides = _parse_args(argv)
+    log = (lambda s: None) if args.quiet else (lambda s: print(s, flush=True))
+    measure_every = args.measure_every or args.seconds / 8
+    params = dict(
+        OPENSPIEL_DEFAULTS,
+        num_traversals=args.openspiel_traversals,
+        advantage_network_train_steps=args.openspiel_advantage_steps,
+        policy_network_train_steps=args.openspiel_policy_steps,
+        batch_size_advantage=args.openspiel_batch,
+        batch_size_strategy=args.openspiel_batch,
+        memory_capacity=args.openspiel_memory,
+    )
+    results = _availability(names)
+    openspiel_ok = unavailable_reason("openspiel_jax") is None or unavailable_reason("openspiel_torch") is None
+    load_before = loadavg()
+    uniform = _uniform_exploitability(openspiel_ok)
+    log(f"uniform policy exploitability: lcjax {uniform['lcjax']:.6f}, OpenSpiel {_fmt(uniform['openspiel'], '.6f')}")
+    _run_all(args, names, results, overrides, params, measure_every, log)
+
     ratio = ratios(results)
-    headline = dict(ratio["nodes_per_second"])
     settings = {
         "game": GAME,
         "seconds": args.seconds,
@@ -679,30 +730,16 @@ def main(argv: list[str] | None = None) -> int:
         "measure_every_seconds": measure_every,
         "torch_threads": args.torch_threads,
         "uniform_exploitability": uniform,
-        "load_before": list(load_before),
-        "load_after": list(os.getloadavg()),
+        "load_before": load_before,
+        "load_after": loadavg(),
         "cpu_count": os.cpu_count(),
         "backend": jax.default_backend(),
         "versions": _versions(),
     }
-    data = {"settings": settings, "implementations": results, "ratios": ratio,
-            "headline": {"metric": "nodes_per_second", **headline}}
-
-    print()
-    print(f"Leduc, {args.seconds:g} s per implementation, {args.layers} x {args.hidden} networks, "
-          f"load {load_before[0]:.1f} -> {settings['load_after'][0]:.1f}")
-    print(format_table(results, args.seconds))
-    print()
-    print("ratios lcjax / OpenSpiel:")
-    print(format_ratios(ratio))
-    for name in OPENSPIEL:
-        if results[name]["reason"] and results[name]["reason"] != "not requested":
-            print(f"{name} skipped: {results[name]['reason']}")
-    labels = {"lcjax/openspiel_jax": "OpenSpiel JAX", "lcjax/openspiel_torch": "OpenSpiel PyTorch"}
-    parts = [f"{_fmt(v, '.3g')}x ({labels[k]})" for k, v in headline.items() if v is not None]
-    missing = "- (needs lcjax and at least one OpenSpiel implementation)"
-    print("headline: lcjax/OpenSpiel nodes/s = " + (", ".join(parts) if parts else missing))
+    print_summary(args, results, ratio, load_before, settings["load_after"])
     if args.json:
+        data = {"settings": settings, "implementations": results, "ratios": ratio,
+                "headline": {"metric": "nodes_per_second", **ratio["nodes_per_second"]}}
         with open(args.json, "w") as f:
             json.dump(data, f, indent=1)
     return 0

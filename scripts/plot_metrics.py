@@ -53,20 +53,29 @@ def _line_with_band(ax, rows: list[dict], key: str, label: str) -> None:
         ax.fill_between(x, lo, hi, color=line.get_color(), alpha=0.2)
 
 
+def _save(fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def _log_axes(ax, ylabel: str) -> None:
+    """A log-scale y axis over iterations."""
+    ax.set_yscale("log")
+    ax.set_xlabel("iteration")
+    ax.set_ylabel(ylabel)
+    ax.grid(alpha=0.3)
+
+
 def plot_evaluation(rows: list[dict], out: Path) -> Path:
     path = out / "evaluation.png"
     xs, ys = series(rows, "eval/exploitability")
     if xs:
         fig, ax = plt.subplots(figsize=(7, 4))
         ax.plot(xs, ys, marker=".")
-        ax.set_yscale("log")
-        ax.set_xlabel("iteration")
-        ax.set_ylabel("exploitability (chips)")
-        ax.grid(alpha=0.3)
-        fig.tight_layout()
-        fig.savefig(path, dpi=120)
-        plt.close(fig)
-        return path
+        _log_axes(ax, "exploitability (chips)")
+        return _save(fig, path)
     opponents = sorted({k.split("/")[1] for r in rows for k in r if k.startswith("eval/") and k.endswith("/win_rate")})
     fig, (ax_w, ax_d) = plt.subplots(1, 2, figsize=(12, 4.5))
     for opp in opponents:
@@ -82,10 +91,7 @@ def plot_evaluation(rows: list[dict], out: Path) -> Path:
         if opponents:
             ax.legend()
     fig.suptitle("evaluation (95% confidence bands)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def plot_losses(rows: list[dict], out: Path) -> Path:
@@ -94,15 +100,9 @@ def plot_losses(rows: list[dict], out: Path) -> Path:
     for key in sorted({k for r in rows for k in r if k.startswith("loss/")}):
         x, y = series(rows, key)
         ax.plot(x, y, marker=".", label=key.split("/", 1)[1])
-    ax.set_yscale("log")
-    ax.set_xlabel("iteration")
-    ax.set_ylabel("training loss")
-    ax.grid(alpha=0.3)
+    _log_axes(ax, "training loss")
     ax.legend()
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def plot_time_split(rows: list[dict], out: Path) -> Path:
@@ -118,10 +118,7 @@ def plot_time_split(rows: list[dict], out: Path) -> Path:
     ax.set_ylabel("seconds")
     ax.set_title("time per phase")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(fig, path)
 
 
 def plot_run(run_dir: str | Path, out: str | Path | None = None) -> list[Path]:

@@ -29,12 +29,9 @@ from __future__ import annotations
 
 import argparse
 import functools
-import json
 import math
 import os
-import statistics
 import time
-from typing import Callable
 
 import jax
 import jax.numpy as jnp
@@ -43,29 +40,24 @@ import numpy as np
 from lcjax.cfr.networks import NetworkSpec, init_params, make_apply, network_graphdef
 from lcjax.env.lost_cities import LostCities
 
+from common import (
+    dense_widths,
+    forward_flops,
+    loadavg,
+    machine_facts,
+    network_name,
+    networks_flag,
+    time_interleaved,
+    write_result,
+)
+
 PRECISIONS = ("float32", "bfloat16")
 SHORT = {"float32": "fp32", "bfloat16": "bf16"}
 
 
-def parse_network(text: str) -> tuple[int, int]:
-    """"512x3" -> (hidden_size 512, num_layers 3)."""
-    try:
-        hidden, layers = (int(v) for v in text.lower().split("x"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"network {text!r} is not HIDDENxLAYERS, e.g. 512x3") from None
-    if hidden <= 0 or layers < 0:
-        raise argparse.ArgumentTypeError(f"network {text!r}: need hidden > 0 and layers >= 0")
-    return hidden, layers
-
-
-def network_name(hidden: int, layers: int) -> str:
-    return f"{hidden}x{layers}"
-
-
 def flops_per_state(spec: NetworkSpec) -> int:
     """Multiply-adds x 2 of one forward pass on one state (the dense layers only)."""
-    widths = [spec.in_size] + [spec.hidden_size] * spec.num_layers + [spec.out_size]
-    return 2 * sum(a * b for a, b in zip(widths[:-1], widths[1:]))
+    return forward_flops(dense_widths(spec.in_size, spec.out_size, spec.hidden_size, spec.num_layers))
 
 
 def batch_sizes(max_batch: int, min_batch: int = 1) -> list[int]:
@@ -76,34 +68,6 @@ def batch_sizes(max_batch: int, min_batch: int = 1) -> list[int]:
         sizes.append(b)
         b *= 2
     return sizes
-
-
-def time_interleaved(calls: dict[str, Callable[[], object]], repeats: int, min_time: float, warmup: int = 2) -> dict:
-    """Seconds per call of each `calls[name]()` (each call waited for): best and median.
-
-    Each call is warmed up (`warmup` calls; the first one compiles if needed), then
-    `repeats` rounds time every call in turn, each over `number` back-to-back calls
-    (`number` chosen per call so that it lasts about `min_time`). Interleaving lets the
-    variants (here: the precisions) share the machine's load drift.
-
-    Returns:
-      {name: {"best": s, "median": s, "number": n}}.
-    """
-    numbers, per_call = {}, {name: [] for name in calls}
-    for name, call in calls.items():
-        for _ in range(max(1, warmup)):
-            jax.block_until_ready(call())
-        t0 = time.perf_counter()
-        jax.block_until_ready(call())
-        numbers[name] = max(1, math.ceil(min_time / max(time.perf_counter() - t0, 1e-7)))
-    for _ in range(max(1, repeats)):
-        for name, call in calls.items():
-            t0 = time.perf_counter()
-            for _ in range(numbers[name]):
-                jax.block_until_ready(call())
-            per_call[name].append((time.perf_counter() - t0) / numbers[name])
-    return {name: {"best": min(v), "median": statistics.median(v), "number": numbers[name]}
-            for name, v in per_call.items()}
 
 
 def profile_network(
@@ -159,9 +123,8 @@ def roofline(rows: list[dict]) -> dict:
 
 def print_table(rows: list[dict], spec: NetworkSpec) -> None:
     head = rows[0]
-    params = sum(a * b + b for a, b in zip(
-        [spec.in_size] + [spec.hidden_size] * spec.num_layers,
-        [spec.hidden_size] * spec.num_layers + [spec.out_size]))
+    widths = dense_widths(spec.in_size, spec.out_size, spec.hidden_size, spec.num_layers)
+    params = sum(a * b + b for a, b in zip(widths[:-1], widths[1:]))
     print(f"\n{head['network']} {head['precision']}  ({params / 1e6:.2f} M params, "
           f"{flops_per_state(spec) / 1e6:.2f} MFLOP/state)")
     print(f"{'batch':>6} {'us/call best':>13} {'us/call med':>12} {'us/state best':>14} "
@@ -173,14 +136,6 @@ def print_table(rows: list[dict], spec: NetworkSpec) -> None:
     roof = roofline(rows)
     print(f"roofline: {roof['us_per_state']:.3f} us/state = {roof['states_per_second']:,.0f} states/s "
           f"at batch {roof['batch']}", flush=True)
-
-
-def loadavg() -> list[float] | None:
-    """The 1, 5 and 15 minute load averages (2 decimals), or None where the OS has none."""
-    try:
-        return [round(v, 2) for v in os.getloadavg()]
-    except (AttributeError, OSError):
-        return None
 
 
 def main(argv=None) -> int:
@@ -197,10 +152,7 @@ def main(argv=None) -> int:
     parser.add_argument("--json", dest="json_path", help="write all rows and the rooflines here")
     args = parser.parse_args(argv)
 
-    try:
-        networks = [parse_network(n) for n in args.networks.split(",") if n.strip()]
-    except argparse.ArgumentTypeError as e:
-        parser.error(str(e))
+    networks = networks_flag(parser, args.networks)
     precisions = [p.strip() for p in args.precisions.split(",") if p.strip()]
     for p in precisions:
         if p not in PRECISIONS:
@@ -236,22 +188,17 @@ def main(argv=None) -> int:
     print(f"load average at the end: {load_end}")
 
     if args.json_path:
-        with open(args.json_path, "w") as f:
-            json.dump({
-                "rows": rows,
-                "roofline": rooflines,
-                "input_size": game.observation_size,
-                "output_size": game.num_actions,
-                "settings": {"networks": [network_name(*n) for n in networks], "precisions": precisions,
-                             "batches": batches, "repeats": args.repeats, "min_time": args.min_time},
-                "platform": device.platform,
-                "device_kind": device.device_kind,
-                "jax_version": jax.__version__,
-                "cpu_count": os.cpu_count(),
-                "loadavg_start": load_start,
-                "loadavg_end": load_end,
-            }, f, indent=2)
-        print(f"wrote {args.json_path}")
+        write_result(args.json_path, {
+            "rows": rows,
+            "roofline": rooflines,
+            "input_size": game.observation_size,
+            "output_size": game.num_actions,
+            "settings": {"networks": [network_name(*n) for n in networks], "precisions": precisions,
+                         "batches": batches, "repeats": args.repeats, "min_time": args.min_time},
+            **machine_facts("platform", "device_kind", "jax_version", "cpu_count"),
+            "loadavg_start": load_start,
+            "loadavg_end": load_end,
+        })
     return 0
 
 

@@ -49,7 +49,6 @@ import time
 from typing import Any, Callable
 
 import jax
-import numpy as np
 
 from lcjax.cfr import exploitability as ex
 from lcjax.cfr.solver import SolverConfig, make_solver, small_game_config
@@ -158,71 +157,36 @@ def solve(
     with open(os.path.join(out_dir, "config.json"), "w") as f:
         json.dump({"game": game_name, "scheme": scheme, "seed": seed, "seconds": seconds, **dataclasses.asdict(config)}, f, indent=1)
 
-    # Measurement infrastructure first, on its own clock.
-    eval_seconds = 0.0
+    # Running totals. Measurement infrastructure first, on its own clock.
+    totals = {"solver_seconds": 0.0, "solver_cpu": 0.0, "eval_seconds": 0.0, "nodes": 0, "traversal_seconds": 0.0}
     t0 = time.perf_counter()
     ex.game_tree(game)
-    eval_seconds += time.perf_counter() - t0
+    totals["eval_seconds"] += time.perf_counter() - t0
 
-    solver_seconds = solver_cpu = 0.0
     t0, c0 = time.perf_counter(), time.process_time()
     solver = make_solver(game, config)
     state = jax.block_until_ready(solver.init(jax.random.key(seed)))
-    solver_seconds += time.perf_counter() - t0
-    solver_cpu += time.process_time() - c0
+    totals["solver_seconds"] += time.perf_counter() - t0
+    totals["solver_cpu"] += time.process_time() - c0
     if eval_every is None:
         # Measure whenever the strategy network has been trained.
         eval_every = config.strategy_train_every
 
-    nodes = 0
-    traversal_seconds = 0.0
     row: dict[str, Any] = {}
     log(f"{game_name}/{scheme} seed={seed} budget={seconds:g}s config={config}")
     with open(os.path.join(out_dir, "curve.jsonl"), "w") as curve:
         while True:
-            t0, c0 = time.perf_counter(), time.process_time()
-            state, metrics = solver.iteration(state)
+            state, metrics, stop, duration = _budgeted_iteration(solver, state, totals, seconds, max_iterations)
             iteration = metrics["iteration"]
-            elapsed = time.perf_counter() - t0
-            # Stop when the next iteration, as long as this one, would end past the budget;
-            # the first iteration compiles, so its duration says nothing about the next.
-            after = solver_seconds + elapsed
-            stop = bool(max_iterations and iteration >= max_iterations) or after >= seconds
-            stop = stop or (iteration > 1 and after + elapsed > seconds)
-            if stop and "loss/strategy" not in metrics:
-                # The strategy network trains on a cadence; bring it up to date for the end.
-                state, extra = solver.train_strategy(state)
-                metrics.update(extra)
-            jax.block_until_ready(state)
-            duration = time.perf_counter() - t0
-            solver_seconds += duration
-            solver_cpu += time.process_time() - c0
-            nodes += int(metrics["traversal/nodes"])
-            traversal_seconds += metrics["time/traversal_seconds"]
             # Measure on the cadence, only when the strategy network changed, and at the end.
             if stop or (iteration % eval_every == 0 and "loss/strategy" in metrics):
-                t0 = time.perf_counter()
-                value = ex.exploitability(game, solver.average_policy_fn(state))
-                eval_seconds += time.perf_counter() - t0
-                row = {
-                    "seconds": solver_seconds,
-                    "iteration": iteration,
-                    "nodes": nodes,
-                    "nodes_per_second": nodes / max(solver_seconds, 1e-9),
-                    "exploitability": value,
-                    "traversal_nodes_per_second": nodes / max(traversal_seconds, 1e-9),
-                    "iteration_seconds": duration,
-                    "cpu_seconds": solver_cpu,
-                    "eval_seconds": eval_seconds,
-                    "wall_seconds": time.perf_counter() - wall_start,
-                }
-                row.update({k.replace("/", "_"): metrics[k] for k in _COPIED if k in metrics})
+                row = _measure(game, solver, state, metrics, totals, duration, wall_start)
                 curve.write(json.dumps(row) + "\n")
                 curve.flush()
                 log(
-                    f"it {iteration:5d}  t {solver_seconds:7.1f}s  expl {value:.5f}  nodes {nodes:.3g}"
+                    f"it {iteration:5d}  t {row['seconds']:7.1f}s  expl {row['exploitability']:.5f}  nodes {row['nodes']:.3g}"
                     f"  ({row['nodes_per_second']:.3g}/s)  it_time {duration:.2f}s"
-                    f"  cpu {solver_cpu:.0f}s  loss_s {metrics.get('loss/strategy', float('nan')):.4f}"
+                    f"  cpu {row['cpu_seconds']:.0f}s  loss_s {metrics.get('loss/strategy', float('nan')):.4f}"
                 )
             if stop:
                 break
@@ -231,12 +195,86 @@ def solve(
     policy = ex.export_openspiel_policy(game, solver.average_policy_fn(state))
     with open(os.path.join(out_dir, "policy.json"), "w") as f:
         json.dump(policy, f)
-    eval_seconds += time.perf_counter() - t0
+    totals["eval_seconds"] += time.perf_counter() - t0
     log(
         f"done: {row.get('iteration')} iterations, {row.get('seconds', 0):.1f}s solver, "
-        f"exploitability {row.get('exploitability', float('nan')):.5f}, eval {eval_seconds:.1f}s"
+        f"exploitability {row.get('exploitability', float('nan')):.5f}, eval {totals['eval_seconds']:.1f}s"
     )
     return {**row, "config": dataclasses.asdict(config)}
+
+
+def _budgeted_iteration(solver: DeepCFR, state, totals: dict, seconds: float, max_iterations: int):
+    """One solver iteration on the solver clock, and whether the run stops after it.
+
+    The run stops when the next iteration, as long as this one, would end past the budget
+    (the first iteration compiles, so its duration says nothing about the next), or after
+    `max_iterations`. A stopping iteration also trains the strategy network if its cadence
+    skipped it, so the run ends with it up to date. Adds to `totals`' solver seconds, CPU
+    seconds, nodes and traversal seconds.
+
+    Returns (state, metrics, stop, seconds of this iteration).
+    """
+    t0, c0 = time.perf_counter(), time.process_time()
+    state, metrics = solver.iteration(state)
+    iteration = metrics["iteration"]
+    elapsed = time.perf_counter() - t0
+    after = totals["solver_seconds"] + elapsed
+    stop = bool(max_iterations and iteration >= max_iterations) or after >= seconds
+    stop = stop or (iteration > 1 and after + elapsed > seconds)
+    if stop and "loss/strategy" not in metrics:
+        state, extra = solver.train_strategy(state)
+        metrics.update(extra)
+    jax.block_until_ready(state)
+    duration = time.perf_counter() - t0
+    totals["solver_seconds"] += duration
+    totals["solver_cpu"] += time.process_time() - c0
+    totals["nodes"] += int(metrics["traversal/nodes"])
+    totals["traversal_seconds"] += metrics["time/traversal_seconds"]
+    return state, metrics, stop, duration
+
+
+def _measure(game, solver: DeepCFR, state, metrics: dict, totals: dict, duration: float, wall_start: float) -> dict:
+    """The exploitability of the average policy, timed on the evaluation clock, as a curve
+    row with the iteration's `_COPIED` metrics."""
+    t0 = time.perf_counter()
+    value = ex.exploitability(game, solver.average_policy_fn(state))
+    totals["eval_seconds"] += time.perf_counter() - t0
+    row = curve_row(
+        seconds=totals["solver_seconds"], iteration=metrics["iteration"], nodes=totals["nodes"], exploitability=value,
+        traversal_seconds=totals["traversal_seconds"], iteration_seconds=duration,
+        cpu_seconds=totals["solver_cpu"], eval_seconds=totals["eval_seconds"], wall_start=wall_start,
+    )
+    row.update({k.replace("/", "_"): metrics[k] for k in _COPIED if k in metrics})
+    return row
+
+
+def curve_row(
+    *,
+    seconds: float,
+    iteration: int,
+    nodes: int,
+    exploitability: float,
+    traversal_seconds: float,
+    iteration_seconds: float,
+    cpu_seconds: float,
+    eval_seconds: float,
+    wall_start: float,
+) -> dict[str, Any]:
+    """A measurement's row of curve.jsonl (see the module docstring): solver-clock `seconds`,
+    cumulative `nodes`, the two node rates, and the clocks; `wall_start` is the
+    `time.perf_counter()` at the start of the run."""
+    return {
+        "seconds": seconds,
+        "iteration": iteration,
+        "nodes": nodes,
+        "nodes_per_second": nodes / max(seconds, 1e-9),
+        "exploitability": exploitability,
+        "traversal_nodes_per_second": nodes / max(traversal_seconds, 1e-9),
+        "iteration_seconds": iteration_seconds,
+        "cpu_seconds": cpu_seconds,
+        "eval_seconds": eval_seconds,
+        "wall_seconds": time.perf_counter() - wall_start,
+    }
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:

@@ -108,17 +108,19 @@ import argparse
 import datetime as _dt
 import json
 import math
-import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
+from lcjax.argtypes import nonnegative_int, positive_float, positive_int, positive_int_list
+
+from common import DEFAULT_CONFIG, dense_widths, loadavg, network_name, parse_network, parse_networks, write_json
+from common import forward_flops as common_forward_flops
+
 GRID_HIDDEN = (512, 768, 1024, 1536)
 GRID_LAYERS = (3, 4, 6, 8)
-DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "configs" / "deep_cfr" / "default.yaml"
 
 # Schedule per scale: iterations per run, iterations between evaluations, games per opponent.
 SCALES = {
@@ -150,68 +152,9 @@ _RESUME_FIXED = ("config", "set", "scale", "iterations", "eval_every", "games", 
 
 
 # ----------------------------------------------------------------------------- parsing
-def network_name(hidden: int, layers: int) -> str:
-    """"HxL", the name of a network in flags, tables and the JSON."""
-    return f"{hidden}x{layers}"
-
-
-def parse_network_name(name: str) -> tuple[int, int]:
-    """(hidden, layers) of "HxL"; ValueError otherwise."""
-    h, _, l = name.partition("x")
-    return int(h), int(l)
-
-
-def _positive_ints(flag: str) -> Callable[[str], list[int]]:
-    """An argparse type: a comma-separated list of positive integers (errors name `flag`)."""
-
-    def parse(text: str) -> list[int]:
-        values = []
-        for part in text.split(","):
-            part = part.strip()
-            try:
-                value = int(part)
-            except ValueError:
-                value = 0
-            if value <= 0:
-                raise argparse.ArgumentTypeError(
-                    f"{flag} expects comma-separated positive integers such as 512,1024, got {text!r} "
-                    f"({part!r} is not a positive integer)"
-                )
-            values.append(value)
-        return values
-
-    return parse
-
-
-def _positive_int(flag: str) -> Callable[[str], int]:
-    """An argparse type: one positive integer (errors name `flag`)."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = 0
-        if value <= 0:
-            raise argparse.ArgumentTypeError(f"{flag} expects a positive integer, got {text!r}")
-        return value
-
-    return parse
-
-
 def _network_list(text: str) -> list[tuple[int, int]]:
     """An argparse type for --configs: comma-separated HxL with positive H and L."""
-    out = []
-    for part in text.split(","):
-        part = part.strip()
-        h, sep, l = part.lower().partition("x")
-        ok = sep == "x" and h.isdigit() and l.isdigit() and int(h) > 0 and int(l) > 0
-        if not ok:
-            raise argparse.ArgumentTypeError(
-                f"--configs expects comma-separated HIDDENxLAYERS with positive integers such as "
-                f"512x3,1024x6, got {text!r} ({part!r} is not one)"
-            )
-        out.append((int(h), int(l)))
-    return out
+    return parse_networks(text, min_layers=1)
 
 
 def _unique(items: Iterable) -> list:
@@ -244,17 +187,11 @@ def resolve_scale(scale: str, backend: str) -> str:
 
 
 # ----------------------------------------------------------------------------- sizes
-def mlp_layers(in_size: int, out_size: int, hidden: int, layers: int) -> list[tuple[int, int]]:
-    """(in, out) of every dense layer of `lcjax.cfr.networks.MLP`: `layers` hidden ones and
-    the output layer."""
-    widths = [in_size] + [hidden] * layers + [out_size]
-    return list(zip(widths[:-1], widths[1:]))
-
-
 def mlp_param_count(in_size: int, out_size: int, hidden: int, layers: int, layer_norm: bool = False) -> int:
     """Parameters of one MLP: weights and biases of every dense layer (+ LayerNorm scale and
     bias on the last hidden features when enabled)."""
-    count = sum(i * o + o for i, o in mlp_layers(in_size, out_size, hidden, layers))
+    widths = dense_widths(in_size, out_size, hidden, layers)
+    count = sum(i * o + o for i, o in zip(widths[:-1], widths[1:]))
     if layer_norm:
         count += 2 * (hidden if layers else in_size)
     return count
@@ -263,7 +200,7 @@ def mlp_param_count(in_size: int, out_size: int, hidden: int, layers: int, layer
 def forward_flops(in_size: int, out_size: int, hidden: int, layers: int) -> int:
     """Multiply-add FLOPs of one state's forward pass: 2 * sum(in * out) (biases, ReLUs and
     skip additions are negligible next to the matrix products)."""
-    return 2 * sum(i * o for i, o in mlp_layers(in_size, out_size, hidden, layers))
+    return common_forward_flops(dense_widths(in_size, out_size, hidden, layers))
 
 
 # ----------------------------------------------------------------------------- statistics
@@ -353,20 +290,15 @@ def recommend(results: dict[str, dict], reference: str, max_slowdown: float = 2.
         "slowdown": slowdown,
     }
     ref_text = f"the reference {reference} at {_fmt_score(ref)}"
-    if affordable:
-        name = by_score(affordable)
-        reason = (
-            f"{name} scores {_fmt_score(results[name])}, clearly above {ref_text}, at "
-            f"{slowdown[name]:.2f}x its time per iteration (limit {max_slowdown:g}x)"
-        )
-        return {"verdict": "new_default", "network": name, "reason": reason, **common}
-    if better:
-        name = by_score(better)
-        reason = (
-            f"{name} scores {_fmt_score(results[name])}, clearly above {ref_text}, but costs "
-            f"{slowdown[name]:.2f}x its time per iteration (limit {max_slowdown:g}x)"
-        )
-        return {"verdict": "defer", "network": name, "reason": reason, **common}
+    # The best affordable winner becomes the default; failing that, the best winner defers.
+    for verdict, candidates, price in (("new_default", affordable, "at"), ("defer", better, "but costs")):
+        if candidates:
+            name = by_score(candidates)
+            reason = (
+                f"{name} scores {_fmt_score(results[name])}, clearly above {ref_text}, {price} "
+                f"{slowdown[name]:.2f}x its time per iteration (limit {max_slowdown:g}x)"
+            )
+            return {"verdict": verdict, "network": name, "reason": reason, **common}
     others = [n for n in results if n != reference]
     if others:
         top = by_score(others)
@@ -407,13 +339,10 @@ def train_network(
     """
     import jax
 
-    from lcjax.evaluate import evaluate_against_bots
-    from lcjax.run import eval_key, run_solver
+    from lcjax.run import run_solver
 
     net = config.network
     name = network_name(net.hidden_size, net.num_layers)
-    opponents = list(config.evaluation.opponents)
-    opt = config.optimization
     wall0 = time.perf_counter()
     solver = run_solver(config)
     game = solver.game
@@ -422,64 +351,13 @@ def train_network(
     params = _count_leaves(state.strategy_params)
     tag = f"{name} seed {seed}"
     log(f"{tag}: {params:,} parameters per network, {flops / 1e6:.2f} MFLOP per forward")
-
-    iteration_seconds: list[float] = []
-    phases: dict[str, list[float]] = {}
-    curve: list[dict] = []
-    compile_seconds = first_iteration = 0.0
-    train_seconds = eval_seconds = 0.0
-    nodes = 0
-    compute = 0.0
-    for it in range(1, iterations + 1):
-        state, m = solver.iteration(state)
-        total = float(m["time/iteration_seconds"])
-        if it == 1:
-            compile_seconds, first_iteration = float(m["time/compile_seconds"]), total
-        # The first iteration's compilation is reported separately, never as training time.
-        seconds = total - float(m["time/compile_seconds"])
-        iteration_seconds.append(seconds)
-        train_seconds += seconds
-        for phase in ("traversal", "memory_add", "advantage_train", "strategy_train"):
-            phases.setdefault(phase, []).append(float(m[f"time/{phase}_seconds"]))
-        nodes += int(m["traversal/nodes"])
-        trained = 2 * opt.advantage_steps * opt.advantage_batch
-        if "loss/strategy" in m:
-            trained += opt.strategy_steps * opt.strategy_batch
-        # Forward and backward of a trained sample: about three forwards.
-        compute += flops * (int(m["traversal/evaluations"]) + 3 * trained)
-        log(
-            f"{tag}  it {it:4d}/{iterations}  {seconds:8.2f} s"
-            + (f" (+{compile_seconds:.1f} s compile)" if it == 1 and compile_seconds else "")
-            + f"  traversal {m['time/traversal_seconds']:.2f} s"
-            f"  train {m['time/advantage_train_seconds'] + m['time/strategy_train_seconds']:.2f} s"
-            f"  nodes {int(m['traversal/nodes']):,}"
-        )
-        if it % eval_every == 0 or it == iterations:
-            t0 = time.perf_counter()
-            metrics = evaluate_against_bots(
-                solver, state, opponents, games, eval_key(seed, it), policy=config.evaluation.policy
-            )
-            took = time.perf_counter() - t0
-            eval_seconds += took
-            row = {
-                "iteration": it,
-                "train_seconds": train_seconds,
-                "nodes": nodes,
-                "compute_flops": compute,
-                "eval_seconds": took,
-                **metrics,
-            }
-            curve.append(row)
-            scores = "  ".join(
-                f"{o} {row[f'eval/{o}/score_diff']:+.1f} [{row[f'eval/{o}/score_diff_ci95_low']:+.1f}, "
-                f"{row[f'eval/{o}/score_diff_ci95_high']:+.1f}]"
-                for o in opponents
-            )
-            log(f"{tag}  eval it {it}: score diff {scores}  ({took:.1f} s)")
+    measured = _train_and_evaluate(
+        solver, state, config, seed, flops, tag, iterations=iterations, eval_every=eval_every, games=games, log=log
+    )
     del state  # free the reservoirs before the next network is allocated
+    iteration_seconds = measured["iteration_seconds"]
     rest = iteration_seconds[1:] or iteration_seconds
-    final = curve[-1]
-    h = _headline(final, headline)
+    h = _headline(measured["curve"][-1], headline)
     return {
         "network": name,
         "hidden_size": net.hidden_size,
@@ -488,19 +366,89 @@ def train_network(
         "params": params,
         "forward_flops": flops,
         "iterations": iterations,
-        "compile_seconds": compile_seconds,
-        "first_iteration_seconds": first_iteration,
+        "compile_seconds": measured["compile_seconds"],
+        "first_iteration_seconds": measured["first_iteration_seconds"],
         "iteration_seconds": iteration_seconds,
         "seconds_per_iteration": statistics.median(rest),
         "seconds_per_iteration_mean": statistics.fmean(rest),
-        "phase_seconds_mean": {k: statistics.fmean(v[1:] or v) for k, v in phases.items()},
-        "train_seconds": train_seconds,
-        "eval_seconds": eval_seconds,
+        "phase_seconds_mean": {k: statistics.fmean(v[1:] or v) for k, v in measured["phases"].items()},
+        "train_seconds": measured["train_seconds"],
+        "eval_seconds": measured["eval_seconds"],
         "wall_seconds": time.perf_counter() - wall0,
-        "nodes": nodes,
-        "compute_flops": compute,
-        "curve": curve,
+        "nodes": measured["nodes"],
+        "compute_flops": measured["compute_flops"],
+        "curve": measured["curve"],
         "headline": {"opponent": headline, "score": h[0], "score_ci95_low": h[1], "score_ci95_high": h[2]},
+    }
+
+
+def _train_and_evaluate(solver, state, config, seed: int, flops: int, tag: str, *, iterations: int,
+                        eval_every: int, games: int, log: Callable[[str], None]) -> dict[str, Any]:
+    """The iterations of one run, with its evaluations on the schedule.
+
+    Returns the per-iteration seconds (compilation subtracted) and phase seconds, the
+    first iteration's compile and total seconds, the cumulative training and evaluation
+    seconds, traversal nodes and compute FLOPs, and the learning curve.
+    """
+    opt = config.optimization
+    out: dict[str, Any] = {
+        "iteration_seconds": [], "phases": {}, "curve": [], "compile_seconds": 0.0, "first_iteration_seconds": 0.0,
+        "train_seconds": 0.0, "eval_seconds": 0.0, "nodes": 0, "compute_flops": 0.0,
+    }
+    for it in range(1, iterations + 1):
+        state, m = solver.iteration(state)
+        total = float(m["time/iteration_seconds"])
+        if it == 1:
+            out["compile_seconds"], out["first_iteration_seconds"] = float(m["time/compile_seconds"]), total
+        # The first iteration's compilation is reported separately, never as training time.
+        seconds = total - float(m["time/compile_seconds"])
+        out["iteration_seconds"].append(seconds)
+        out["train_seconds"] += seconds
+        for phase in ("traversal", "memory_add", "advantage_train", "strategy_train"):
+            out["phases"].setdefault(phase, []).append(float(m[f"time/{phase}_seconds"]))
+        out["nodes"] += int(m["traversal/nodes"])
+        trained = 2 * opt.advantage_steps * opt.advantage_batch
+        if "loss/strategy" in m:
+            trained += opt.strategy_steps * opt.strategy_batch
+        # Forward and backward of a trained sample: about three forwards.
+        out["compute_flops"] += flops * (int(m["traversal/evaluations"]) + 3 * trained)
+        log(
+            f"{tag}  it {it:4d}/{iterations}  {seconds:8.2f} s"
+            + (f" (+{out['compile_seconds']:.1f} s compile)" if it == 1 and out["compile_seconds"] else "")
+            + f"  traversal {m['time/traversal_seconds']:.2f} s"
+            f"  train {m['time/advantage_train_seconds'] + m['time/strategy_train_seconds']:.2f} s"
+            f"  nodes {int(m['traversal/nodes']):,}"
+        )
+        if it % eval_every == 0 or it == iterations:
+            row = _evaluation_row(solver, state, config, games, seed, it, out)
+            out["eval_seconds"] += row["eval_seconds"]
+            out["curve"].append(row)
+            scores = "  ".join(
+                f"{o} {row[f'eval/{o}/score_diff']:+.1f} [{row[f'eval/{o}/score_diff_ci95_low']:+.1f}, "
+                f"{row[f'eval/{o}/score_diff_ci95_high']:+.1f}]"
+                for o in config.evaluation.opponents
+            )
+            log(f"{tag}  eval it {it}: score diff {scores}  ({row['eval_seconds']:.1f} s)")
+    return out
+
+
+def _evaluation_row(solver, state, config, games: int, seed: int, it: int, totals: dict) -> dict:
+    """One learning-curve row: the policy's matches against every opponent at iteration `it`,
+    with the run's cumulative training seconds, nodes and compute so far."""
+    from lcjax.evaluate import evaluate_against_bots
+    from lcjax.run import eval_key
+
+    opponents = list(config.evaluation.opponents)
+    t0 = time.perf_counter()
+    metrics = evaluate_against_bots(solver, state, opponents, games, eval_key(seed, it), policy=config.evaluation.policy)
+    took = time.perf_counter() - t0
+    return {
+        "iteration": it,
+        "train_seconds": totals["train_seconds"],
+        "nodes": totals["nodes"],
+        "compute_flops": totals["compute_flops"],
+        "eval_seconds": took,
+        **metrics,
     }
 
 
@@ -520,7 +468,7 @@ def summarize(runs: Sequence[dict], opponents: Sequence[str], headline: str) -> 
             w = combine([(f[f"eval/{o}/win_rate"], f[f"eval/{o}/win_rate_ci95_low"], f[f"eval/{o}/win_rate_ci95_high"]) for f in finals])
             per_opp[o] = {"score_diff": m, "score_diff_ci95_low": lo, "score_diff_ci95_high": hi, "win_rate": w[0]}
         score = per_opp[headline]
-        h, l = parse_network_name(name)
+        h, l = parse_network(name)
         out[name] = {
             "network": name,
             "hidden_size": h,
@@ -551,36 +499,6 @@ def first_seed_results(runs: Sequence[dict], seed: int, headline: str) -> dict[s
 
 
 # ----------------------------------------------------------------------------- output
-def _clean(value):
-    """JSON-safe copy: numpy scalars to Python, non-finite floats to null."""
-    if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
-    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def write_json(data: dict, path: Path) -> None:
-    """Write `data` to `path` atomically (temp file in the same folder, then os.replace)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(_clean(data), f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def plot(data: dict, path: Path) -> Path:
     """sweep.png: headline score against training seconds per run, and time per iteration."""
     import matplotlib
@@ -693,49 +611,29 @@ def _build_parser() -> argparse.ArgumentParser:
                    help="config override, as for lcjax train (repeatable)")
     p.add_argument("--scale", choices=("full", "reduced", "auto"), default=None,
                    help="full (200 iterations), reduced (CPU-sized), or auto: full on GPU/TPU, reduced on CPU")
-    p.add_argument("--hidden", type=_positive_ints("--hidden"), default=None,
+    p.add_argument("--hidden", type=positive_int_list, default=None,
                    help="hidden widths, comma-separated (default 512,768,1024,1536)")
-    p.add_argument("--layers", type=_positive_ints("--layers"), default=None,
+    p.add_argument("--layers", type=positive_int_list, default=None,
                    help="hidden layer counts, comma-separated (default 3,4,6,8)")
     p.add_argument("--configs", type=_network_list, default=None,
                    help="explicit networks HxL, comma-separated (instead of --hidden/--layers)")
-    p.add_argument("--iterations", type=_positive_int("--iterations"), default=None,
+    p.add_argument("--iterations", type=positive_int, default=None,
                    help="iterations per run (overrides the scale's)")
-    p.add_argument("--eval-every", type=_positive_int("--eval-every"), default=None,
+    p.add_argument("--eval-every", type=positive_int, default=None,
                    help="iterations between evaluations (overrides the scale's)")
-    p.add_argument("--games", type=_positive_int("--games"), default=None,
+    p.add_argument("--games", type=positive_int, default=None,
                    help="games per opponent per evaluation (overrides the scale's)")
     p.add_argument("--headline", default=None,
                    help="opponent of the headline score (default: safe_heuristic if evaluated, else the last opponent)")
-    p.add_argument("--seed", type=_nonnegative_int, default=None, help="seed of every run (default 0)")
+    p.add_argument("--seed", type=nonnegative_int, default=None, help="seed of every run (default 0)")
     p.add_argument("--no-second-seed", action="store_true", help="skip the second seed of the boundary networks")
-    p.add_argument("--max-slowdown", type=_positive_float, default=2.0,
+    p.add_argument("--max-slowdown", type=positive_float, default=2.0,
                    help="a network slower per iteration than this times the reference is too slow (default 2.0)")
     p.add_argument("--out", default=None, help="output folder (default runs/sweep_model_size_<UTC timestamp>)")
     p.add_argument("--json", default=None, help="also write sweep.json's content to this file")
     p.add_argument("--resume", default=None, metavar="DIR", help="continue the sweep in DIR (its sweep.json)")
     p.add_argument("--quiet", action="store_true", help="no per-iteration lines")
     return p
-
-
-def _nonnegative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"--seed expects an integer >= 0, got {text!r}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not (value > 0 and math.isfinite(value)):
-        raise argparse.ArgumentTypeError(f"--max-slowdown expects a positive number, got {text!r}")
-    return value
 
 
 def _settings_from_args(args, backend: str) -> dict[str, Any]:
@@ -786,13 +684,6 @@ def _default_out() -> Path:
     return Path("runs") / f"sweep_model_size_{stamp}"
 
 
-def _loadavg() -> list[float] | None:
-    try:
-        return [round(v, 2) for v in os.getloadavg()]
-    except (AttributeError, OSError):
-        return None
-
-
 def run_sweep(
     settings: dict,
     networks: list[tuple[int, int]],
@@ -836,20 +727,10 @@ def run_sweep(
 
     def save(complete: bool) -> None:
         data["runs"] = runs
-        data["summary"] = summarize(runs, settings["opponents"], settings["headline"])
-        data["boundary"] = boundary
-        data["recommendation"] = (
-            recommend(data["summary"], reference, max_slowdown) if reference in data["summary"] else None
-        )
-        data["complete"] = complete
-        write_json(data, out_dir / SWEEP_FILE)
-        if json_copy is not None:
-            write_json(data, json_copy)
-        if runs:
-            plot(data, out_dir / PLOT_FILE)
+        _save_sweep(data, boundary, complete, max_slowdown, out_dir, json_copy)
 
     def run_one(name: str, s: int) -> None:
-        h, l = parse_network_name(name)
+        h, l = parse_network(name)
         config = apply_overrides(base, [f"network.hidden_size={h}", f"network.num_layers={l}"])
         log(f"=== {name} seed {s}")
         runs.append(
@@ -881,6 +762,23 @@ def run_sweep(
     return data
 
 
+def _save_sweep(data: dict, boundary: list[str], complete: bool, max_slowdown: float, out_dir: Path,
+                json_copy: Path | None) -> None:
+    """Summarize `data["runs"]` and recommend, then write sweep.json (and its copy) and sweep.png."""
+    settings, reference = data["settings"], data["reference"]
+    data["summary"] = summarize(data["runs"], settings["opponents"], settings["headline"])
+    data["boundary"] = boundary
+    data["recommendation"] = (
+        recommend(data["summary"], reference, max_slowdown) if reference in data["summary"] else None
+    )
+    data["complete"] = complete
+    write_json(data, out_dir / SWEEP_FILE)
+    if json_copy is not None:
+        write_json(data, json_copy)
+    if data["runs"]:
+        plot(data, out_dir / PLOT_FILE)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _build_parser()
     args = parser.parse_args(argv)
@@ -906,7 +804,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             except (OSError, ValueError, KeyError) as err:
                 raise _UsageError(f"--resume {args.resume}: cannot read {path}: {err}") from None
             if args.configs is None and args.hidden is None and args.layers is None:
-                networks = [parse_network_name(n) for n in settings["networks"]]
+                networks = [parse_network(n) for n in settings["networks"]]
             else:
                 networks = grid_networks(args.hidden, args.layers, args.configs)
         else:
@@ -921,7 +819,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "device": jax.devices()[0].device_kind,
                 "jax_version": jax.__version__,
                 "started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-                "load_average_at_start": _loadavg(),
+                "load_average_at_start": loadavg(),
                 "second_seed": not args.no_second_seed,
             })
     except _UsageError as err:
@@ -937,7 +835,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     log(
         f"sweep: {settings['scale']} scale, {settings['iterations']} iterations per run, evaluation every "
         f"{settings['eval_every']} with {settings['games']} games vs {', '.join(settings['opponents'])} "
-        f"(headline {settings['headline']}); backend {backend}; load average {_loadavg()}; output {out_dir}"
+        f"(headline {settings['headline']}); backend {backend}; load average {loadavg()}; output {out_dir}"
     )
     try:
         data = run_sweep(

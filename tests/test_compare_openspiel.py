@@ -12,14 +12,10 @@ from __future__ import annotations
 import importlib
 import json
 import math
-import os
-import sys
 
+import compare_openspiel as co
 import numpy as np
 import pytest
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from scripts import compare_openspiel as co  # noqa: E402
 
 TINY = [
     "--seconds", "2", "--hidden", "16", "--layers", "1", "--seed", "0", "--quiet",

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import sys
 
+import bench_iteration
+import bench_precision
+import bench_traversal
+import profile_forward
 import pytest
-
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from scripts import bench_iteration, bench_precision, bench_traversal, profile_forward  # noqa: E402
 
 PRECISIONS = ("float32", "bfloat16")
 

@@ -9,18 +9,14 @@ that needs a real sweep shares one test (a module fixture would run once per xdi
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import sys
 
 import jax
 import pytest
+import sweep_model_size as sweep
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
-from scripts import sweep_model_size as sweep  # noqa: E402
-
-from lcjax.cfr.networks import NetworkSpec, init_params  # noqa: E402
-from lcjax.config import load_config, make_game  # noqa: E402
+from lcjax.cfr.networks import NetworkSpec, init_params
+from lcjax.config import load_config, make_game
 
 # A small game, external sampling with a node budget, and fast compilation: seconds per
 # network instead of a minute. The base network, 16x1, is the reference.
