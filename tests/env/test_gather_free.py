@@ -1,0 +1,120 @@
+"""The game functions that traversal and the arena vmap index small arrays by one-hot selects.
+
+Under `jax.vmap`, reading or writing a small array at a per-game (traced) index lowers to a
+gather or scatter with batched indices, which XLA:CPU runs as a slow per-element loop; the
+one-hot selects of `lcjax.onehot` stay elementwise and fuse. These tests trace the vmapped
+functions on a batch of states and assert that no indexing primitive appears anywhere in the
+jaxpr, nested jaxprs (jit, cond, while, custom rules) included.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import pytest
+from jax.extend.core import ClosedJaxpr, Jaxpr
+
+from lcjax.env import bots
+from lcjax.env.kuhn import KuhnPoker
+from lcjax.env.leduc import LeducPoker
+from lcjax.env.lost_cities import LostCities, Rules
+
+BATCH = 8
+FORBIDDEN = ("gather", "dynamic_slice", "dynamic_update_slice")
+
+
+def _forbidden(name: str) -> bool:
+    return name in FORBIDDEN or name.startswith("scatter")
+
+
+def _subjaxprs(value):
+    """The jaxprs inside one eqn param value (a jaxpr, or a tuple/list holding some)."""
+    if isinstance(value, ClosedJaxpr):
+        yield value.jaxpr
+    elif isinstance(value, Jaxpr):
+        yield value
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            yield from _subjaxprs(item)
+
+
+def primitive_names(jaxpr: Jaxpr) -> set[str]:
+    """Names of every primitive in `jaxpr` and, recursively, in the jaxprs of its params."""
+    names = set()
+    for eqn in jaxpr.eqns:
+        names.add(eqn.primitive.name)
+        for value in eqn.params.values():
+            for sub in _subjaxprs(value):
+                names |= primitive_names(sub)
+    return names
+
+
+def indexing_primitives(fn, *args) -> set[str]:
+    """The gather/scatter/dynamic-slice primitives in the jaxpr of `fn(*args)`."""
+    return {n for n in primitive_names(jax.make_jaxpr(fn)(*args).jaxpr) if _forbidden(n)}
+
+
+def test_walker_finds_nested_indexing():
+    """The walker sees a gather inside a cond inside a jit (so a pass means something)."""
+
+    @jax.jit
+    def fn(x, i):
+        return jax.lax.cond(i > 0, lambda: x[i], lambda: x[0])
+
+    found = indexing_primitives(jax.vmap(fn), jnp.zeros((BATCH, 4)), jnp.arange(BATCH))
+    assert found & {"gather", "dynamic_slice"}
+
+
+GAMES = {
+    "kuhn": KuhnPoker(),
+    "leduc": LeducPoker(),
+    "lost_cities": LostCities(),
+    "lost_cities_small": LostCities(Rules(n_colors=2, n_ranks=4, n_wagers=1, hand_size=3)),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(GAMES))
+def game_and_states(request):
+    """A game and a batch of BATCH states, some advanced by one legal action."""
+    game = GAMES[request.param]
+    states = jax.vmap(game.init)(jax.random.split(jax.random.key(0), BATCH))
+    first_legal = jnp.argmax(jax.vmap(game.legal_action_mask)(states), axis=-1)
+    stepped = jax.vmap(game.step)(states, first_legal)
+    advance = jnp.arange(BATCH) % 2 == 1
+    states = jax.tree.map(lambda s, n: jnp.where(advance.reshape((-1,) + (1,) * (s.ndim - 1)), n, s), states, stepped)
+    return game, states
+
+
+def test_step_is_gather_free(game_and_states):
+    game, states = game_and_states
+    actions = jnp.arange(BATCH, dtype=jnp.int32) % game.num_actions
+    assert indexing_primitives(jax.vmap(game.step), states, actions) == set()
+
+
+def test_legal_action_mask_is_gather_free(game_and_states):
+    game, states = game_and_states
+    assert indexing_primitives(jax.vmap(game.legal_action_mask), states) == set()
+
+
+def test_observe_is_gather_free(game_and_states):
+    game, states = game_and_states
+    players = jnp.arange(BATCH, dtype=jnp.int32) % 2
+    assert indexing_primitives(jax.vmap(game.observe), states, players) == set()
+    # The acting player's view, the call traversal makes.
+    assert indexing_primitives(jax.vmap(lambda s: game.observe(s, s.current_player)), states) == set()
+
+
+def test_returns_and_init_are_gather_free(game_and_states):
+    game, states = game_and_states
+    assert indexing_primitives(jax.vmap(game.returns), states) == set()
+    deck_size = game.rules.deck_size if isinstance(game, LostCities) else game.deck_size
+    decks = jax.vmap(lambda k: jax.random.permutation(k, deck_size))(jax.random.split(jax.random.key(1), BATCH))
+    assert indexing_primitives(jax.vmap(game.init_from_deck), decks) == set()
+
+
+@pytest.mark.parametrize("name", bots.BOT_NAMES)
+def test_bots_are_gather_free(name):
+    game = GAMES["lost_cities"]
+    states = jax.vmap(game.init)(jax.random.split(jax.random.key(0), BATCH))
+    keys = jax.random.split(jax.random.key(1), BATCH)
+    assert indexing_primitives(jax.vmap(bots.make_bot(name, game)), keys, states) == set()
