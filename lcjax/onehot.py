@@ -36,8 +36,8 @@ def mask(index: Array, size: int) -> Array:
       index: int array of any shape; entries outside [0, size) give an all-False row.
       size: the length of the new axis.
     """
-    index = jnp.asarray(index)
-    return index[..., None] == jnp.arange(size, dtype=index.dtype)
+    index = jnp.asarray(index).astype(jnp.int32)  # int8 card ids would overflow the iota
+    return index[..., None] == jnp.arange(size, dtype=jnp.int32)
 
 
 def _axis_hit(shape: Sequence[int], axis: int, index: Array) -> Array:

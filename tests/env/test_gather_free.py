@@ -107,8 +107,9 @@ def test_observe_is_gather_free(game_and_states):
 def test_returns_and_init_are_gather_free(game_and_states):
     game, states = game_and_states
     assert indexing_primitives(jax.vmap(game.returns), states) == set()
-    deck_size = game.rules.deck_size if isinstance(game, LostCities) else game.deck_size
-    decks = jax.vmap(lambda k: jax.random.permutation(k, deck_size))(jax.random.split(jax.random.key(1), BATCH))
+    keys = jax.random.split(jax.random.key(1), BATCH)
+    decks = jax.vmap(lambda k: jax.random.permutation(k, game.deck_size))(keys)
+    assert indexing_primitives(jax.vmap(game.init), keys) == set()
     assert indexing_primitives(jax.vmap(game.init_from_deck), decks) == set()
 
 
