@@ -126,3 +126,41 @@ def add(x: Array, index, value, axis: int = 0) -> Array:
     x = jnp.asarray(x)
     hit, axes = _hit(x.shape, index, axis)
     return jnp.where(hit, x + _slice_value(x, value, axes), x)
+
+
+# ---------------------------------------------------------------------------- checking
+_INDEXING_PRIMITIVES = ("gather", "dynamic_slice", "dynamic_update_slice")
+
+
+def _subjaxprs(value):
+    """The jaxprs held by one equation parameter (a jaxpr, or a tuple/list holding some)."""
+    from jax.extend.core import ClosedJaxpr, Jaxpr
+
+    if isinstance(value, ClosedJaxpr):
+        yield value.jaxpr
+    elif isinstance(value, Jaxpr):
+        yield value
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            yield from _subjaxprs(item)
+
+
+def _primitive_names(jaxpr) -> set[str]:
+    names = set()
+    for eqn in jaxpr.eqns:
+        names.add(eqn.primitive.name)
+        for value in eqn.params.values():
+            for sub in _subjaxprs(value):
+                names |= _primitive_names(sub)
+    return names
+
+
+def indexing_primitives(fn, *args) -> set[str]:
+    """The gather, scatter and dynamic-slice primitives in the jaxpr of `fn(*args)`.
+
+    Walks nested jaxprs too (jit, cond branches, loop bodies, custom rules), through the
+    public `jax.extend.core` types. For tests: trace `jax.vmap(fn)` on a batch and assert
+    the result is empty to know that `fn` indexes only through this module's selects.
+    """
+    names = _primitive_names(jax.make_jaxpr(fn)(*args).jaxpr)
+    return {n for n in names if n in _INDEXING_PRIMITIVES or n.startswith("scatter")}

@@ -12,57 +12,14 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import pytest
-from jax.extend.core import ClosedJaxpr, Jaxpr
 
 from lcjax.env import bots
 from lcjax.env.kuhn import KuhnPoker
 from lcjax.env.leduc import LeducPoker
 from lcjax.env.lost_cities import LostCities, Rules
+from lcjax.onehot import indexing_primitives
 
 BATCH = 8
-FORBIDDEN = ("gather", "dynamic_slice", "dynamic_update_slice")
-
-
-def _forbidden(name: str) -> bool:
-    return name in FORBIDDEN or name.startswith("scatter")
-
-
-def _subjaxprs(value):
-    """The jaxprs inside one eqn param value (a jaxpr, or a tuple/list holding some)."""
-    if isinstance(value, ClosedJaxpr):
-        yield value.jaxpr
-    elif isinstance(value, Jaxpr):
-        yield value
-    elif isinstance(value, (tuple, list)):
-        for item in value:
-            yield from _subjaxprs(item)
-
-
-def primitive_names(jaxpr: Jaxpr) -> set[str]:
-    """Names of every primitive in `jaxpr` and, recursively, in the jaxprs of its params."""
-    names = set()
-    for eqn in jaxpr.eqns:
-        names.add(eqn.primitive.name)
-        for value in eqn.params.values():
-            for sub in _subjaxprs(value):
-                names |= primitive_names(sub)
-    return names
-
-
-def indexing_primitives(fn, *args) -> set[str]:
-    """The gather/scatter/dynamic-slice primitives in the jaxpr of `fn(*args)`."""
-    return {n for n in primitive_names(jax.make_jaxpr(fn)(*args).jaxpr) if _forbidden(n)}
-
-
-def test_walker_finds_nested_indexing():
-    """The walker sees a gather inside a cond inside a jit (so a pass means something)."""
-
-    @jax.jit
-    def fn(x, i):
-        return jax.lax.cond(i > 0, lambda: x[i], lambda: x[0])
-
-    found = indexing_primitives(jax.vmap(fn), jnp.zeros((BATCH, 4)), jnp.arange(BATCH))
-    assert found & {"gather", "dynamic_slice"}
 
 
 GAMES = {
