@@ -68,11 +68,8 @@ def take(x: Array, index, axis: int = 0) -> Array:
       axis: the first indexed axis.
     """
     x = jnp.asarray(x)
-    if not isinstance(index, tuple) and x.shape[axis] == 2:
-        # The common two-player case: one select of the two rows.
-        first, second = jnp.moveaxis(x, axis, 0)
-        index = jnp.asarray(index)
-        return jnp.where(index == 0, first, jnp.where(index == 1, second, jnp.zeros((), x.dtype)))
+    # Also for two rows (a player's row): a masked sum measured faster under vmap on CPU
+    # than `jnp.where(index == 0, x[0], x[1])`.
     hit, axes = _hit(x.shape, index, axis)
     if x.dtype == jnp.bool_:
         return jnp.any(hit & x, axis=axes)
