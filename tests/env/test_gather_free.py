@@ -13,21 +13,16 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from lcjax.env import bots
-from lcjax.env.kuhn import KuhnPoker
-from lcjax.env.leduc import LeducPoker
+from lcjax.env import bots, registry
 from lcjax.env.lost_cities import LostCities, Rules
 from lcjax.onehot import indexing_primitives
 
 BATCH = 8
 
 
-GAMES = {
-    "kuhn": KuhnPoker(),
-    "leduc": LeducPoker(),
-    "lost_cities": LostCities(),
-    "lost_cities_small": LostCities(Rules(n_colors=2, n_ranks=4, n_wagers=1, hand_size=3)),
-}
+# Every registered game (a new one is checked without touching this file), plus small rules.
+GAMES = {name: registry.make_game(name) for name in registry.GAME_NAMES}
+GAMES["lost_cities_small"] = LostCities(Rules(n_colors=2, n_ranks=4, n_wagers=1, hand_size=3))
 
 
 @pytest.fixture(scope="module", params=sorted(GAMES))
@@ -72,7 +67,7 @@ def test_returns_and_init_are_gather_free(game_and_states):
 
 @pytest.mark.parametrize("name", bots.BOT_NAMES)
 def test_bots_are_gather_free(name):
-    game = GAMES["lost_cities"]
+    game = registry.make_game("lost_cities")
     states = jax.vmap(game.init)(jax.random.split(jax.random.key(0), BATCH))
     keys = jax.random.split(jax.random.key(1), BATCH)
     assert indexing_primitives(jax.vmap(bots.make_bot(name, game)), keys, states) == set()
