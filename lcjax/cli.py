@@ -227,7 +227,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     import jax
 
     from lcjax.env.bots import BOT_NAMES
-    from lcjax.env.lost_cities import LostCities
+    from lcjax.env.registry import info_of
     from lcjax.evaluate import POLICIES, evaluate_against_bots, evaluate_exploitability, evaluate_head_to_head
     from lcjax.run import load_run
 
@@ -237,7 +237,7 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     solver, state, config = load_run(args.checkpoint, args.step)
     key = jax.random.key(args.seed)
     step = int(state.iteration)
-    if not isinstance(solver.game, LostCities):
+    if info_of(solver.game).exact_evaluation:
         metrics = evaluate_exploitability(solver, state, policy=args.policy)
     elif args.against:
         other_solver, other_state, other_config = load_run(args.against, args.against_step)
@@ -263,15 +263,15 @@ def _cmd_play(args: argparse.Namespace) -> int:
     import jax
     import jax.numpy as jnp
 
-    from lcjax.env.lost_cities import LostCities
+    from lcjax.env.registry import info_of
     from lcjax.env.render import render, render_legal_actions
     from lcjax.evaluate import agent_act
     from lcjax.run import load_run
 
     solver, state, _ = load_run(args.checkpoint, args.step)
     game = solver.game
-    if not isinstance(game, LostCities):
-        raise UsageError("play needs a Lost Cities run")
+    if not info_of(game).human_play:
+        raise UsageError(f"play needs a Lost Cities run, not {info_of(game).name}")
     act, params_of = agent_act(solver, args.policy)
     agent = jax.jit(act)
     params = params_of(state)

@@ -740,20 +740,14 @@ def solver_config(cfg: Config, backend: str | None = None):
 
 
 def make_game(cfg: Config):
-    """The game of `cfg`: LostCities(Rules(...)), KuhnPoker() or LeducPoker()."""
-    if cfg.game == "lost_cities":
-        from lcjax.env.lost_cities import LostCities
+    """The game of `cfg`, built by the game registry (`lcjax.env.registry.make_game`)."""
+    from lcjax.env import registry
 
-        return LostCities((cfg.rules or RulesConfig()).to_rules())
-    if cfg.game == "kuhn":
-        from lcjax.env.kuhn import KuhnPoker
-
-        return KuhnPoker()
-    if cfg.game == "leduc":
-        from lcjax.env.leduc import LeducPoker
-
-        return LeducPoker()
-    raise ConfigError(f"game: expected one of {', '.join(GAMES)}, got {cfg.game!r}", "game")
+    rules = dataclasses.asdict(cfg.rules) if cfg.rules is not None else {}
+    try:
+        return registry.make_game(cfg.game, **rules)
+    except ValueError as err:
+        raise ConfigError(f"game: {err}", "game") from None
 
 
 __all__ = [

@@ -20,7 +20,7 @@ import numpy as np
 from lcjax.cfr import exploitability as xpl
 from lcjax.env.arena import play_games, summarize
 from lcjax.env.bots import BOT_NAMES, make_bot
-from lcjax.env.lost_cities import LostCities
+from lcjax.env.registry import info_of
 
 POLICIES = ("average", "current")
 
@@ -74,8 +74,8 @@ def evaluate_against_bots(
       {"eval/<opponent>/<metric>": value} for every opponent.
     """
     game = solver.game
-    if not isinstance(game, LostCities):
-        raise ValueError("bot matches need a Lost Cities game; small games use exploitability")
+    if info_of(game).exact_evaluation:
+        raise ValueError(f"bot matches need a game evaluated by them; {info_of(game).name} uses exploitability")
     for name in opponents:
         if name not in BOT_NAMES:
             raise ValueError(f"unknown opponent {name!r}; choose from: {', '.join(BOT_NAMES)}")
@@ -118,7 +118,7 @@ def evaluate(solver, state, evaluation: Any, key, *, extended: bool = False) -> 
       key: PRNG key of the matches.
       extended: also play the extended opponents.
     """
-    if not isinstance(solver.game, LostCities):
+    if info_of(solver.game).exact_evaluation:
         return evaluate_exploitability(solver, state, policy=evaluation.policy)
     metrics = evaluate_against_bots(solver, state, evaluation.opponents, evaluation.games, key, policy=evaluation.policy)
     if extended and evaluation.extended_opponents:

@@ -18,6 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lcjax import onehot
 from lcjax.env.lost_cities import LostCities, State
 
 Array = jax.Array
@@ -104,7 +105,7 @@ def _build_match(
         action_b = act_b(params_b, key_b, state) if with_params_b else act_b(key_b, state)
         # Both policies run and a select keeps one: branch-free under vmap.
         action = jnp.where(state.current_player == a_seat, action_a, action_b)
-        legal = jnp.any(game.legal_action_mask(state) & (jnp.arange(game.num_actions) == action))
+        legal = onehot.take(game.legal_action_mask(state), action)
         return action.astype(jnp.int32), legal
 
     def run(key: Array, params_a, params_b):

@@ -32,6 +32,7 @@ from typing import Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from lcjax import onehot
 from lcjax.env.lost_cities import PHASE_PLAY, LostCities, State
 
 Array = jax.Array
@@ -144,14 +145,12 @@ class _View(NamedTuple):
     cards_left: Array
 
 
-def _row(rows: Array, player: Array) -> Array:
-    """rows[player] for a [2, ...] array, as a select (gathers are slow under vmap on CPU)."""
-    return jnp.where(player == 0, rows[0], rows[1])
+def _slot_value(per_color: Array, v: _View) -> Array:
+    """[H]: a per-color [C] array looked up at each hand slot's color (0 off-board).
 
-
-def _at(per_color: Array, onehot: Array) -> Array:
-    """[H] per-slot lookup of a [C] per-color array via the slot one-hot bool[H, C] (0 off-board)."""
-    return jnp.sum(jnp.where(onehot, per_color[None, :], 0), axis=-1)
+    A one-hot select, not a gather: gathers at per-game indices are slow under vmap on CPU.
+    """
+    return onehot.lookup(per_color, v.color)
 
 
 def _view(game: LostCities, state: State) -> _View:
@@ -172,14 +171,14 @@ def _view(game: LostCities, state: State) -> _View:
         color=color,
         k=card - color * r.cards_per_color,
         face=game.card_face(card),
-        onehot=color[:, None] == jnp.arange(r.n_colors)[None, :],
-        own_top=_row(tops, p),
-        opp_top=_row(tops, 1 - p),
-        own_count=_row(count, p),
-        own_wagers=_row(wagers, p),
-        own_sum=_row(total, p),
-        opp_count=_row(count, 1 - p),
-        opp_wagers=_row(wagers, 1 - p),
+        onehot=onehot.mask(color, r.n_colors),
+        own_top=onehot.take(tops, p),
+        opp_top=onehot.take(tops, 1 - p),
+        own_count=onehot.take(count, p),
+        own_wagers=onehot.take(wagers, p),
+        own_sum=onehot.take(total, p),
+        opp_count=onehot.take(count, 1 - p),
+        opp_wagers=onehot.take(wagers, 1 - p),
         cards_left=game.cards_left(state),
     )
 
@@ -246,7 +245,7 @@ class _Plan(NamedTuple):
 def _plan(game: LostCities, v: _View, params: SafeParams) -> _Plan:
     """Which colors to start, wager on, or keep hoping for; see `_Plan`."""
     r = game.rules
-    slot_top = _at(v.own_top, v.onehot)
+    slot_top = _slot_value(v.own_top, v)
     number_live = v.is_number & (v.k > slot_top)
     live = v.onehot & number_live[:, None]  # [H, C]
     hand_sum = jnp.sum(jnp.where(live, v.face[:, None], 0), axis=0)
@@ -273,14 +272,14 @@ def _plan(game: LostCities, v: _View, params: SafeParams) -> _Plan:
 
 def _slot_flag(flags: Array, v: _View) -> Array:
     """bool[H]: a per-color bool[C] flag looked up for each hand slot (False off-board)."""
-    return _at(flags.astype(jnp.int32), v.onehot) > 0
+    return onehot.lookup(flags, v.color)
 
 
 def _play_scores(game: LostCities, v: _View, plan: _Plan, params: SafeParams) -> Array:
     """float32[H]: the heuristic's score for playing each hand slot (_FORBIDDEN if it won't)."""
     r = game.rules
     w = r.n_wagers
-    slot_top = _at(v.own_top, v.onehot)
+    slot_top = _slot_value(v.own_top, v)
     # Own lower live cards of the same color that playing this slot would strand.
     same = v.color[:, None] == v.color[None, :]
     lower = v.k[None, :] < v.k[:, None]
@@ -292,7 +291,7 @@ def _play_scores(game: LostCities, v: _View, plan: _Plan, params: SafeParams) ->
     # Near the end skipped cards would not come anyway, and every card played is points.
     gap_cost = jnp.where(v.cards_left <= params.endgame_deck, 0.0, params.gap_cost)
 
-    slot_potential = _at(plan.potential, v.onehot)
+    slot_potential = _slot_value(plan.potential, v)
     on_open = _PLAY_BASE - gap_cost * gap - _BURN_WEIGHT * burn
     # Open with the lowest held card of the color only, preferring the strongest color.
     opening = jnp.where(burn == 0, _OPEN_BASE + 0.1 * slot_potential, _FORBIDDEN)
@@ -309,11 +308,11 @@ def _play_scores(game: LostCities, v: _View, plan: _Plan, params: SafeParams) ->
 def _discard_scores(game: LostCities, v: _View, plan: _Plan, params: SafeParams) -> Array:
     """float32[H]: minus the loss of discarding each slot (own future use + gift to opponent)."""
     w = game.rules.n_wagers
-    slot_top = _at(v.own_top, v.onehot)
-    slot_opp_top = _at(v.opp_top, v.onehot)
+    slot_top = _slot_value(v.own_top, v)
+    slot_opp_top = _slot_value(v.opp_top, v)
     slot_opened = _slot_flag(plan.opened, v)
-    slot_promise = _at(plan.promise, v.onehot)
-    slot_own_wagers = _at(v.own_wagers, v.onehot)
+    slot_promise = _slot_value(plan.promise, v)
+    slot_own_wagers = _slot_value(v.own_wagers, v)
 
     # Own loss: a live card's face (times the wager multiplier once opened), scaled by the
     # color's promise while unopened; wagers a fixed amount; dead cards nothing.
@@ -324,7 +323,7 @@ def _discard_scores(game: LostCities, v: _View, plan: _Plan, params: SafeParams)
 
     # The opponent's gain: cards their open expedition can still take are near-forbidden.
     opp_opened = _slot_flag(v.opp_count > 0, v)
-    opp_wagers = _at(v.opp_wagers, v.onehot)
+    opp_wagers = _slot_value(v.opp_wagers, v)
     opp_number_live = v.is_number & (v.k > slot_opp_top)
     opp_wager_live = v.is_wager & (slot_opp_top < w)
     number_gift = jnp.where(opp_opened, v.face * (1 + opp_wagers), 0.5 * v.face)

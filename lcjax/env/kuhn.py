@@ -26,6 +26,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lcjax import onehot
+
 Array = jax.Array
 
 NUM_CARDS = 3
@@ -115,11 +117,12 @@ class KuhnPoker:
         valid = (~state.terminated) & (action >= 0) & (action < self.num_actions)
         p = state.current_player
         opp = 1 - p
-        facing = state.contributions[opp] > state.contributions[p]
+        # Indexing at the traced player and slot goes through `onehot` (fast under vmap).
+        facing = onehot.take(state.contributions, opp) > onehot.take(state.contributions, p)
         is_bet = action == BET
-        contributions = state.contributions.at[p].add(is_bet.astype(jnp.int32))
+        contributions = onehot.add(state.contributions, p, is_bet.astype(jnp.int32))
         slot = jnp.clip(state.num_moves, 0, _MAX_MOVES - 1)
-        history = state.history.at[slot].set(action)
+        history = onehot.put(state.history, slot, action)
         num_moves = state.num_moves + 1
 
         fold = facing & ~is_bet
@@ -129,8 +132,8 @@ class KuhnPoker:
         showdown_winner = jnp.where(state.cards[0] > state.cards[1], 0, 1)
         winner = jnp.where(fold, opp, showdown_winner)
         # The loser forfeits everything they put in (at a showdown both put in the same).
-        amount = contributions[1 - winner].astype(jnp.float32)
-        won = jnp.where(jnp.arange(2) == winner, amount, -amount)
+        amount = onehot.take(contributions, 1 - winner).astype(jnp.float32)
+        won = jnp.where(onehot.mask(winner, 2), amount, -amount)
         payoffs = jnp.where(terminal, won, state.payoffs)
 
         new = KuhnState(
@@ -151,10 +154,10 @@ class KuhnPoker:
     def observe(self, state: KuhnState, player: Array) -> Array:
         """float32[11]: `player`'s information state, equal to OpenSpiel's tensor."""
         player = jnp.asarray(player, dtype=jnp.int32)
-        position = jax.nn.one_hot(player, 2, dtype=jnp.float32)
-        card = jax.nn.one_hot(state.cards[player], NUM_CARDS, dtype=jnp.float32)
-        betting = jax.nn.one_hot(state.history, 2, dtype=jnp.float32).reshape(-1)
-        return jnp.concatenate([position, card, betting])
+        position = onehot.mask(player, 2)
+        card = onehot.mask(onehot.take(state.cards, player), NUM_CARDS)
+        betting = onehot.mask(state.history, 2).reshape(-1)  # unused slots (-1): all zero
+        return jnp.concatenate([position, card, betting]).astype(jnp.float32)
 
     def returns(self, state: KuhnState) -> Array:
         """float32[2]: chips won by each player; zeros before the end."""

@@ -32,6 +32,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lcjax import onehot
+
 Array = jax.Array
 
 NUM_CARDS = 6
@@ -145,7 +147,7 @@ class LeducPoker:
         All False once terminated.
         """
         p = state.current_player
-        facing = state.contributions[1 - p] > state.contributions[p]
+        facing = onehot.take(state.contributions, 1 - p) > onehot.take(state.contributions, p)
         mask = jnp.stack([facing, jnp.bool_(True), state.num_raises < MAX_RAISES])
         return mask & ~state.terminated
 
@@ -157,7 +159,8 @@ class LeducPoker:
         action = jnp.asarray(action, dtype=jnp.int32)
         mask = self.legal_action_mask(state)
         valid = (action >= 0) & (action < self.num_actions)
-        valid = valid & mask[jnp.clip(action, 0, self.num_actions - 1)]
+        valid = valid & onehot.take(mask, action)
+        # Indexing at the traced player, round and slot goes through `onehot` (fast under vmap).
 
         p = state.current_player
         opp = 1 - p
@@ -167,13 +170,13 @@ class LeducPoker:
         raise_ = action == RAISE
         stakes = jnp.max(state.contributions)
         raise_amount = jnp.where(r == 0, _RAISE_AMOUNTS[0], _RAISE_AMOUNTS[1])
-        own = jnp.where(raise_, stakes + raise_amount, state.contributions[p])
+        own = jnp.where(raise_, stakes + raise_amount, onehot.take(state.contributions, p))
         own = jnp.where(call, stakes, own)
-        contributions = state.contributions.at[p].set(own)
+        contributions = onehot.put(state.contributions, p, own)
 
-        slot = jnp.clip(state.round_lengths[r], 0, MAX_ROUND_ACTIONS - 1)
-        history = state.history.at[r, slot].set(action)
-        round_lengths = state.round_lengths.at[r].add(1)
+        slot = jnp.clip(onehot.take(state.round_lengths, r), 0, MAX_ROUND_ACTIONS - 1)
+        history = onehot.put(state.history, (r, slot), action)
+        round_lengths = onehot.add(state.round_lengths, r, 1)
 
         num_raises = state.num_raises + raise_.astype(jnp.int32)
         num_calls = jnp.where(raise_, 0, state.num_calls + call.astype(jnp.int32))
@@ -190,8 +193,8 @@ class LeducPoker:
         showdown_sign = jnp.sign(s0 - s1).astype(jnp.float32)
         # Contributions are equal at a showdown; on a fold the folder loses what they put in.
         showdown_won = showdown_sign * contributions[0].astype(jnp.float32) * jnp.array([1.0, -1.0])
-        folded_amount = contributions[p].astype(jnp.float32)
-        fold_won = jnp.where(jnp.arange(2) == p, -folded_amount, folded_amount)
+        folded_amount = onehot.take(contributions, p).astype(jnp.float32)
+        fold_won = jnp.where(onehot.mask(p, 2), -folded_amount, folded_amount)
         payoffs = jnp.where(fold, fold_won, jnp.where(showdown, showdown_won, state.payoffs))
 
         new = LeducState(
@@ -212,9 +215,9 @@ class LeducPoker:
     def observe(self, state: LeducState, player: Array) -> Array:
         """float32[30]: `player`'s information state, equal to OpenSpiel's tensor."""
         player = jnp.asarray(player, dtype=jnp.int32)
-        position = jax.nn.one_hot(player, 2, dtype=jnp.float32)
-        private = jax.nn.one_hot(state.private_cards[player], NUM_CARDS, dtype=jnp.float32)
-        public = jax.nn.one_hot(state.public_card, NUM_CARDS, dtype=jnp.float32)
+        position = onehot.mask(player, 2).astype(jnp.float32)
+        private = onehot.mask(onehot.take(state.private_cards, player), NUM_CARDS).astype(jnp.float32)
+        public = onehot.mask(state.public_card, NUM_CARDS).astype(jnp.float32)
         public = public * (state.round == 1).astype(jnp.float32)
         betting = jnp.stack([state.history == CALL, state.history == RAISE], axis=-1)
         return jnp.concatenate([position, private, public, betting.astype(jnp.float32).reshape(-1)])
