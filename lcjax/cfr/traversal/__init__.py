@@ -10,7 +10,6 @@ Modules:
   results   TraversalResult, TraversalCounters and the packed sample rows.
   lanes     the lane pool shared by the schemes: packed states, batched game functions,
             batched forwards of the lanes that need one, refill, random numbers.
-  dense     a one-hot rewrite of small dynamic indexing (an XLA:CPU speed-up).
   external  external sampling (exact reference on small games).
   probe     fixed-policy main trajectories probed by rollouts.
 

@@ -5,7 +5,9 @@ packed "structure of arrays": a state is one int32[F, W] array with the lanes on
 axis, so elementwise work vectorizes. What is here:
 
 * `Packer`, `deal_roots`: pack states into int32[F, W] and back; deal a batch of roots.
-* `BatchedGame`: the game's functions vmapped over the lane axis.
+* `BatchedGame`: the game's functions vmapped over the lane axis. Games index small
+  arrays at traced positions through `lcjax.onehot` (one-hot selects), so the vmapped
+  functions hold no gathers or scatters, which XLA:CPU would run as per-element loops.
 * `materialize`: force intermediates into buffers (XLA:CPU otherwise recomputes a fused
   producer, e.g. a whole `game.step`, for every element of every consumer).
 * `uniforms`: counter-based random numbers, cheaper than `jax.random` per loop step.
@@ -26,7 +28,6 @@ import numpy as np
 from jax import lax
 
 from lcjax.cfr.regret import regret_matching
-from lcjax.cfr.traversal.dense import dense
 
 Array = jax.Array
 Params = Any
@@ -35,11 +36,6 @@ ApplyFn = Callable[[Params, Array], Array]
 
 def _numel(shape) -> int:
     return int(np.prod(shape, dtype=np.int64))
-
-
-def _index(fn):
-    """`fn` with small dynamic indexing as one-hot selects where that pays (XLA:CPU)."""
-    return dense(fn) if jax.default_backend() == "cpu" else fn
 
 
 def materialize(flag: Array, *xs):
@@ -101,11 +97,11 @@ class BatchedGame:
     """The game's functions over lanes on the last axis (states [..., W])."""
 
     def __init__(self, game):
-        last = dict(in_axes=-1, out_axes=-1)
-        self.step = jax.vmap(_index(game.step), **last)
-        self.legal = jax.vmap(_index(game.legal_action_mask), **last)  # bool[A, W]
-        self.observe_rows = jax.vmap(_index(game.observe), in_axes=-1, out_axes=-1)  # [D, W]
-        self.returns = jax.vmap(_index(game.returns), **last)  # float32[2, W]
+        lanes_last = dict(in_axes=-1, out_axes=-1)
+        self.step = jax.vmap(game.step, **lanes_last)
+        self.legal = jax.vmap(game.legal_action_mask, **lanes_last)  # bool[A, W]
+        self.observe_rows = jax.vmap(game.observe, **lanes_last)  # float32[D, W]
+        self.returns = jax.vmap(game.returns, **lanes_last)  # float32[2, W]
 
 
 def _fmix32(x: Array) -> Array:
@@ -116,15 +112,19 @@ def _fmix32(x: Array) -> Array:
     return x ^ (x >> 16)
 
 
-def uniforms(seed: Array, counter: Array, lane: Array) -> Array:
-    """float32[W] in [0, 1): a counter-based hash of (seed, counter, lane).
+def random_bits(seed: Array, counter: Array, lane: Array) -> Array:
+    """uint32[W]: a counter-based hash of (seed, counter, lane); `seed` is uint32[2].
 
     Cheaper than a `jax.random` call per loop step (threefry runs as a loop of small
-    kernels on XLA:CPU); `seed` is uint32[2] drawn once from the call's key.
+    kernels on XLA:CPU); the seed is drawn once from the call's key.
     """
     x = lane.astype(jnp.uint32) * jnp.uint32(0x9E3779B9) + counter.astype(jnp.uint32) * jnp.uint32(0x632BE5AB)
-    x = _fmix32(_fmix32(x + seed[0]) ^ seed[1])
-    return (x >> 8).astype(jnp.float32) * jnp.float32(2.0**-24)
+    return _fmix32(_fmix32(x + seed[0]) ^ seed[1])
+
+
+def uniforms(seed: Array, counter: Array, lane: Array) -> Array:
+    """float32[W] in [0, 1) from `random_bits(seed, counter, lane)`."""
+    return (random_bits(seed, counter, lane) >> 8).astype(jnp.float32) * jnp.float32(2.0**-24)
 
 
 def prefix_count(x: Array, block: int = 128) -> Array:
