@@ -3,7 +3,8 @@
 `api_test(game)` plays a batch of random games under `jit(vmap(...))` and checks, at every
 step, what the rest of lcjax relies on: fixed dtypes and shapes, a non-empty legal mask
 until the end and an empty one after, a no-op `step` on terminated states, finite
-observations of the declared size for both players, and zero-sum returns. It raises
+observations of the declared size for both players, a finite history of the declared
+size (`observe_history`, terminated states included), and zero-sum returns. It raises
 `AssertionError` naming the first broken property.
 """
 
@@ -33,7 +34,7 @@ def api_test(game: Game, *, num_games: int = 64, max_steps: int = 1000, seed: in
       max_steps: every game must have ended after this many steps.
       seed: PRNG seed of the deal and the random play.
     """
-    a, d = game.num_actions, game.observation_size
+    a, d, e = game.num_actions, game.observation_size, game.history_size
     assert game.num_players == 2, "only two-player games are supported"
 
     single = jax.jit(game.init)(jax.random.key(seed))
@@ -50,6 +51,7 @@ def api_test(game: Game, *, num_games: int = 64, max_steps: int = 1000, seed: in
     mask = jax.vmap(game.legal_action_mask)(states)
     obs = jax.vmap(game.observe)(states, jnp.zeros(num_games, jnp.int32))
     rets = jax.vmap(game.returns)(states)
+    hist = jax.jit(jax.vmap(game.observe_history))(states)
     try:
         chex.assert_shape(mask, (num_games, a))
         chex.assert_type(mask, bool)
@@ -57,15 +59,21 @@ def api_test(game: Game, *, num_games: int = 64, max_steps: int = 1000, seed: in
         chex.assert_type(obs, jnp.float32)
         chex.assert_shape(rets, (num_games, 2))
         chex.assert_type(rets, jnp.float32)
+        chex.assert_shape(hist, (num_games, e))
+        chex.assert_type(hist, jnp.float32)
         # init must give the same shapes and dtypes batched as single.
         chex.assert_trees_all_equal_shapes_and_dtypes(single, jax.tree_util.tree_map(lambda x: x[0], states))
     except AssertionError as err:
-        raise AssertionError(f"legal mask must be bool[A], observe float32[D], returns float32[2]: {err}") from err
+        raise AssertionError(
+            "legal mask must be bool[A], observe float32[D], observe_history float32[E], "
+            f"returns float32[2]: {err}"
+        ) from err
 
     def checks(state, key):
         mask = jax.vmap(game.legal_action_mask)(state)
         obs0 = jax.vmap(game.observe)(state, jnp.zeros(num_games, jnp.int32))
         obs1 = jax.vmap(game.observe)(state, jnp.ones(num_games, jnp.int32))
+        hist = jax.vmap(game.observe_history)(state)
         action = jax.vmap(_random_legal)(jax.random.split(key, num_games), mask)
         nxt = jax.vmap(game.step)(state, action)
         live = ~state.terminated
@@ -80,6 +88,7 @@ def api_test(game: Game, *, num_games: int = 64, max_steps: int = 1000, seed: in
             "step on a terminated state is a no-op": jnp.all(live | unchanged),
             "a legal step changes the state": jnp.all(~live | ~unchanged),
             "observations are finite": jnp.all(jnp.isfinite(obs0)) & jnp.all(jnp.isfinite(obs1)),
+            "histories are finite": jnp.all(jnp.isfinite(hist)),
             "returns are zero-sum": jnp.all(jnp.abs(rets.sum(-1)) < 1e-5),
             "current player is 0 or 1": jnp.all(live | (state.current_player == 0) | (state.current_player == 1)),
         }
@@ -102,3 +111,5 @@ def api_test(game: Game, *, num_games: int = 64, max_steps: int = 1000, seed: in
     for name, value in ok.items():
         assert bool(value), name
     assert bool(np.all(np.asarray(final.terminated))), f"some games did not end within {max_steps} steps"
+    final_hist = jax.jit(jax.vmap(game.observe_history))(final)
+    assert bool(jnp.all(jnp.isfinite(final_hist))), "histories are finite on terminated states"

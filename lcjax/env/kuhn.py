@@ -13,6 +13,9 @@ Observations are perfect-recall information states laid out exactly like OpenSpi
   [5:11]  the betting history, 3 slots x (pass, bet) one-hot, slot i = i-th action; empty
           slots are all zero.
 
+`observe_history` (size 14) is the acting player's observation followed by the opponent's
+card, one-hot: the whole history but for the undealt third card.
+
 `information_state_string` gives OpenSpiel's `information_state_string`: the card id
 followed by one letter per action, "p" or "b" (e.g. "2pb").
 """
@@ -65,7 +68,9 @@ class KuhnPoker:
     Attributes:
       num_actions: 2 (0 = pass, 1 = bet).
       observation_size: 11.
+      history_size: 14, the size of `observe_history`.
       num_players: 2.
+      return_scale: 2.0, the largest win (ante plus bet).
       deck_size: 3, the length of the deck `init` shuffles.
 
     An illegal action (outside {0, 1}) or any action on a terminated state leaves the state
@@ -74,7 +79,9 @@ class KuhnPoker:
 
     num_actions: int = 2
     observation_size: int = 11
+    history_size: int = 11 + NUM_CARDS
     num_players: int = 2
+    return_scale: float = 2.0
 
     # Instances hold no data, so every instance is the same game: caches keyed on games
     # (`lcjax.cfr.solver.make_solver`, the arena's compiled matches) treat them as one.
@@ -158,6 +165,15 @@ class KuhnPoker:
         card = onehot.mask(onehot.take(state.cards, player), NUM_CARDS)
         betting = onehot.mask(state.history, 2).reshape(-1)  # unused slots (-1): all zero
         return jnp.concatenate([position, card, betting]).astype(jnp.float32)
+
+    def observe_history(self, state: KuhnState) -> Array:
+        """float32[14]: `observe(state, current_player)`, then the opponent's card one-hot.
+
+        Everything dealt and played, from the acting player's seat; defined once terminated.
+        """
+        p = state.current_player
+        opponent_card = onehot.mask(onehot.take(state.cards, 1 - p), NUM_CARDS)
+        return jnp.concatenate([self.observe(state, p), opponent_card.astype(jnp.float32)])
 
     def returns(self, state: KuhnState) -> Array:
         """float32[2]: chips won by each player; zeros before the end."""

@@ -18,6 +18,9 @@ Observations are perfect-recall information states laid out exactly like OpenSpi
            raise = (0, 1); a fold and an unused slot are both (0, 0);
   [22:30]  round 2 betting, same layout.
 
+`observe_history` (size 36) is the acting player's observation followed by the opponent's
+private card, one-hot: the whole history, with the public card only once it is revealed.
+
 `information_state_string` gives OpenSpiel's `information_state_string`, e.g.
 "[Observer: 0][Private: 5][Round 2][Player: 0][Pot: 10][Money: 95 95][Public: 0]"
 "[Round1: 2 2 1][Round2: ]".
@@ -93,7 +96,9 @@ class LeducPoker:
     Attributes:
       num_actions: 3 (0 = fold, 1 = call, 2 = raise).
       observation_size: 30.
+      history_size: 36, the size of `observe_history`.
       num_players: 2.
+      return_scale: 13.0, the largest pot a player can win (1 ante + 2 + 2 + 4 + 4).
       deck_size: 6, the length of the deck `init` shuffles.
 
     An illegal action (fold when not facing a bet, a third raise in a round, an id outside
@@ -103,7 +108,9 @@ class LeducPoker:
 
     num_actions: int = 3
     observation_size: int = 30
+    history_size: int = 30 + NUM_CARDS
     num_players: int = 2
+    return_scale: float = 13.0
 
     # Instances hold no data, so every instance is the same game: caches keyed on games
     # (`lcjax.cfr.solver.make_solver`, the arena's compiled matches) treat them as one.
@@ -221,6 +228,16 @@ class LeducPoker:
         public = public * (state.round == 1).astype(jnp.float32)
         betting = jnp.stack([state.history == CALL, state.history == RAISE], axis=-1)
         return jnp.concatenate([position, private, public, betting.astype(jnp.float32).reshape(-1)])
+
+    def observe_history(self, state: LeducState) -> Array:
+        """float32[36]: `observe(state, current_player)`, then the opponent's private card one-hot.
+
+        Everything dealt and played, from the acting player's seat; the public card appears
+        only once revealed (it is still undealt in round 1). Defined once terminated.
+        """
+        p = state.current_player
+        opponent_card = onehot.mask(onehot.take(state.private_cards, 1 - p), NUM_CARDS)
+        return jnp.concatenate([self.observe(state, p), opponent_card.astype(jnp.float32)])
 
     def returns(self, state: LeducState) -> Array:
         """float32[2]: chips won by each player; zeros before the end."""

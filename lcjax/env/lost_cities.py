@@ -99,6 +99,10 @@ class LostCities:
     """
 
     num_players = 2
+    # Typical size of `returns`, to scale value and regret targets to O(1). Measured over
+    # 1,000 games of the classic rules: the score difference has std 23 between two
+    # safe_heuristic bots, 31 between two random ones, 37 safe_heuristic vs random (mean 123).
+    return_scale = 50.0
 
     def __init__(self, rules: Rules = Rules()):
         if not isinstance(rules, Rules):
@@ -131,6 +135,11 @@ class LostCities:
         n, h, c = self._n, self._h, self.rules.n_colors
         # 7 card planes, per-slot card features, scalars (see `observe`).
         return 7 * n + h * (c + 3) + 2 * c + c + 4
+
+    @property
+    def history_size(self) -> int:
+        # The observation, then the opponent's hand as a card plane and per-slot features.
+        return self.observation_size + self._n + self._h * (self.rules.n_colors + 3)
 
     # ------------------------------------------------------------------ init
     def init(self, key: Array) -> State:
@@ -390,6 +399,16 @@ class LostCities:
         )
         slots = self._slot_features(hand, own_expedition)
         return jnp.concatenate(planes + [slots, exp_scores, blocked, scalars])
+
+    def observe_history(self, state: State) -> Array:
+        """float32[history_size]: `observe(state, current_player)`, then the opponent's hand
+        encoded like the own one (card plane [N], per-slot features [H * (C + 3)], playable
+        judged on the opponent's expedition). Hides only the order of the undealt deck."""
+        p = state.current_player
+        hand = self.hand(state, 1 - p)
+        plane = onehot.mask(hand, self._n).any(axis=0).astype(jnp.float32)
+        slots = self._slot_features(hand, onehot.take(state.expeditions, 1 - p))
+        return jnp.concatenate([self.observe(state, p), plane, slots])
 
     def _slot_features(self, hand: Array, expedition: Array) -> Array:
         """float32[H * (C + 3)]: per hand slot, color one-hot, is-wager, face / max face, playable."""

@@ -38,11 +38,16 @@ class Game(Protocol):
     Attributes:
       num_actions: size A of the action space; actions are int32 in [0, A).
       observation_size: size D of `observe`'s output.
+      history_size: size E of `observe_history`'s output.
       num_players: always 2.
+      return_scale (optional): float, the typical magnitude of `returns`, by which value and
+        regret targets are divided to make them O(1). A game without it has scale 1.0; read
+        it with `return_scale(game)`.
     """
 
     num_actions: int
     observation_size: int
+    history_size: int
     num_players: int
 
     def init(self, key: Array) -> Any:
@@ -60,5 +65,21 @@ class Game(Protocol):
     def observe(self, state: Any, player: Array) -> Array:
         """float32[D]: `player`'s information state; depends on nothing hidden from them."""
 
+    def observe_history(self, state: Any) -> Array:
+        """float32[E]: the history as an observer of both players' private cards sees it.
+
+        Everything dealt so far and all public information (both hands, the board, the
+        betting, the deck size...), from the perspective of `state.current_player`: it holds
+        at least the information of `observe(state, state.current_player)`, plus the
+        opponent's private cards. It does not depend on the order of undealt chance outcomes
+        (cards still in the deck are indistinguishable). Finite on terminated states too.
+        Input of history-value networks Q(h, a) (the acting player's expected return).
+        """
+
     def returns(self, state: Any) -> Array:
         """float32[2]: the players' utilities; zero-sum; final once `state.terminated`."""
+
+
+def return_scale(game: Any) -> float:
+    """The game's `return_scale` (typical magnitude of its returns), 1.0 when it has none."""
+    return float(getattr(game, "return_scale", 1.0))

@@ -56,6 +56,11 @@ def test_observe_is_gather_free(game_and_states):
     assert indexing_primitives(jax.vmap(lambda s: game.observe(s, s.current_player)), states) == set()
 
 
+def test_observe_history_is_gather_free(game_and_states):
+    game, states = game_and_states
+    assert indexing_primitives(jax.vmap(game.observe_history), states) == set()
+
+
 def test_returns_and_init_are_gather_free(game_and_states):
     game, states = game_and_states
     assert indexing_primitives(jax.vmap(game.returns), states) == set()
