@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
+from lcjax.env import bots
 from lcjax.env.kuhn import KuhnPoker
 from lcjax.env.leduc import LeducPoker
 from lcjax.env.lost_cities import LostCities, Rules
@@ -36,6 +37,8 @@ class GameInfo:
       evaluation: EXPLOITABILITY (small games: exact, `lcjax.cfr.exploitability`) or
         BOT_MATCHES (matches against `lcjax.env.bots`).
       human_play: whether `lcjax play` can show it to a person (`lcjax.env.render`).
+      bot_names: the game's named scripted policies (`make_bot`); empty for a game without.
+      bot_factory: (name, game) -> act(key, state) -> int32[], or None without bots.
     """
 
     name: str
@@ -44,6 +47,22 @@ class GameInfo:
     rules_type: type | None
     evaluation: str
     human_play: bool
+    bot_names: tuple[str, ...] = ()
+    bot_factory: Callable[[str, Any], Callable] | None = None
+
+    def make_bot(self, name: str, game) -> Callable:
+        """The scripted policy `name` of this game: act(key, state) -> int32[] for one state.
+
+        Its action depends only on what the acting player sees (`tests/env/test_bots.py`), so
+        it may serve as a traverser's sampling policy.
+
+        Raises:
+          ValueError: `name` is not one of `bot_names` (the message lists them).
+        """
+        if name not in self.bot_names:
+            allowed = f"choose one of: {', '.join(self.bot_names)}" if self.bot_names else "it has none"
+            raise ValueError(f"unknown bot {name!r} for game {self.name!r}; {allowed}")
+        return self.bot_factory(name, game)
 
     @property
     def exact_evaluation(self) -> bool:
@@ -58,7 +77,10 @@ def _lost_cities(**rules) -> LostCities:
 _GAMES: dict[str, GameInfo] = {
     info.name: info
     for info in (
-        GameInfo("lost_cities", LostCities, _lost_cities, Rules, BOT_MATCHES, human_play=True),
+        GameInfo(
+            "lost_cities", LostCities, _lost_cities, Rules, BOT_MATCHES, human_play=True,
+            bot_names=bots.BOT_NAMES, bot_factory=bots.make_bot,
+        ),
         GameInfo("kuhn", KuhnPoker, KuhnPoker, None, EXPLOITABILITY, human_play=False),
         GameInfo("leduc", LeducPoker, LeducPoker, None, EXPLOITABILITY, human_play=False),
     )

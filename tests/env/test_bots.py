@@ -50,8 +50,9 @@ def sample_states(game):
 
 
 @pytest.fixture(scope="module")
-def bot_actions(game, sample_states):
-    """Every registered bot's action, plus noisy_safe at epsilon 0 and 1, on sample_states."""
+def run_bots(game):
+    """jitted (key, states) -> every registered bot's action, plus noisy_safe at epsilon 0
+    and 1, and the legal mask; game g uses the g-th of `key` split over the batch."""
     policies = {name: bots.make_bot(name, game) for name in bots.BOT_NAMES}
     policies["noisy_safe_eps0"] = bots.noisy_safe_bot(game, epsilon=0.0)
     policies["noisy_safe_eps1"] = bots.noisy_safe_bot(game, epsilon=1.0)
@@ -63,7 +64,13 @@ def bot_actions(game, sample_states):
         out["mask"] = jax.vmap(game.legal_action_mask)(states)
         return out
 
-    return jax.device_get(run(jax.random.key(3), sample_states))
+    return run
+
+
+@pytest.fixture(scope="module")
+def bot_actions(run_bots, sample_states):
+    """Every registered bot's action, plus noisy_safe at epsilon 0 and 1, on sample_states."""
+    return jax.device_get(run_bots(jax.random.key(3), sample_states))
 
 
 # ---------------------------------------------------------------------------- registry
@@ -159,3 +166,43 @@ def test_random_bot_spreads_over_legal_actions(bot_actions):
     # Uniform over >= 2 legal actions: the first legal one is picked at most half the time.
     first = np.argmax(mask, axis=1)
     assert (bot_actions["random"][live] == first[live]).mean() < 0.5
+
+
+# ---------------------------------------------------------------------------- hidden information
+def _redeal_hidden(game, states, rng):
+    """`states` with the cards the player to act cannot see dealt anew.
+
+    The opponent's hand cards that the acting player does not know of (`known_cards`) and the
+    undealt deck are shuffled among themselves: the acting player's hand, both expeditions,
+    the piles, the opponent's known cards, hand size and deck size all stay.
+    """
+    s = jax.tree.map(np.array, states)
+    n = game.deck_size
+    for i in range(len(s.turn)):
+        opp = 1 - int(s.current_player[i])
+        hand = s.hands[i, opp]
+        hidden = (hand < n) & ~s.known[i, opp, np.minimum(hand, n - 1)]
+        pos = int(s.deck_pos[i])
+        pool = rng.permutation(np.concatenate([hand[hidden], s.deck[i, pos:]]))
+        m = int(hidden.sum())
+        s.hands[i, opp] = np.sort(np.concatenate([hand[~hidden], pool[:m]]))
+        s.deck[i, pos:] = pool[m:]
+    return s
+
+
+def test_bots_see_only_what_the_acting_player_sees(game, run_bots, sample_states, bot_actions):
+    """Every bot, with the same key, plays the same action after the hidden cards (opponent's
+    unknown hand cards and undealt deck) are re-dealt among themselves: so a bot may serve
+    as a traverser's sampling policy, which must depend only on the traverser's information."""
+    redealt = _redeal_hidden(game, sample_states, np.random.default_rng(4))
+    live = ~np.asarray(sample_states.terminated)
+    opp = 1 - np.asarray(sample_states.current_player)
+    rows = np.arange(len(opp))
+    hand_changed = np.any(redealt.hands[rows, opp] != np.asarray(sample_states.hands)[rows, opp], axis=1)
+    assert hand_changed[live].mean() > 0.9  # the test does move hidden cards
+    np.testing.assert_array_equal(redealt.hands[rows, 1 - opp], np.asarray(sample_states.hands)[rows, 1 - opp])
+    after = jax.device_get(run_bots(jax.random.key(3), redealt))
+    np.testing.assert_array_equal(after["mask"], bot_actions["mask"])
+    for name in list(bots.BOT_NAMES) + ["noisy_safe_eps0", "noisy_safe_eps1"]:
+        differ = np.flatnonzero(live & (after[name] != bot_actions[name]))
+        assert differ.size == 0, f"{name} changed its action on {differ.size} states after a re-deal of hidden cards"

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from lcjax.env import registry
+from lcjax.env import bots, registry
 from lcjax.env.kuhn import KuhnPoker
 from lcjax.env.leduc import LeducPoker
 from lcjax.env.lost_cities import LostCities, Rules
@@ -60,6 +60,21 @@ def test_bad_rules_raise_value_error():
         registry.make_game("lost_cities", n_colors=9)
     with pytest.raises(ValueError, match="'kuhn' takes no rules"):
         registry.make_game("kuhn", n_colors=4)
+
+
+def test_bots_by_game():
+    lc = registry.game_info("lost_cities")
+    game = registry.make_game("lost_cities")
+    assert lc.bot_names == bots.BOT_NAMES and "safe_heuristic" in lc.bot_names
+    for name in lc.bot_names:
+        assert lc.make_bot(name, game) is bots.make_bot(name, game)
+    with pytest.raises(ValueError, match="unknown bot 'best'.*choose one of: random, passive_discard"):
+        lc.make_bot("best", game)
+    for small in ("kuhn", "leduc"):
+        info = registry.game_info(small)
+        assert info.bot_names == ()
+        with pytest.raises(ValueError, match=f"unknown bot 'random' for game '{small}'; it has none"):
+            info.make_bot("random", registry.make_game(small))
 
 
 def test_info_of_an_unregistered_object():
