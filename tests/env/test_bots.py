@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from lcjax.env import bots
-from lcjax.env.lost_cities import PHASE_DRAW, PHASE_PLAY, LostCities
+from lcjax.env.lost_cities import PHASE_DRAW, PHASE_PLAY, LostCities, Rules
 
 
 @pytest.fixture(scope="module")
@@ -95,9 +95,13 @@ def test_make_bot_bad_name_lists_names(game):
 
 
 def test_make_bot_returns_same_function(game):
-    # Same object for the same (name, game), so arena's compile cache is reused.
+    # Same object for equal (name, game) pairs, so arena's compile cache is reused; games
+    # are equal when their rules are.
     assert bots.make_bot("random", game) is bots.make_bot("random", game)
-    assert bots.make_bot("random", game) is not bots.make_bot("random", LostCities())
+    same_rules = LostCities(game.rules)
+    assert bots.make_bot("random", game) is bots.make_bot("random", same_rules)
+    other_rules = LostCities(Rules(n_colors=game.rules.n_colors + 1 if game.rules.n_colors < 6 else 5))
+    assert bots.make_bot("random", game) is not bots.make_bot("random", other_rules)
 
 
 def test_noisy_safe_rejects_bad_epsilon(game):
