@@ -212,7 +212,9 @@ def _parse_yaml(text: str, source: str) -> tuple[Any, dict[str, int]]:
     return data, lines
 
 
-def _parse_override(item: Any) -> tuple[list[str], Any]:
+def parse_override(item: Any) -> tuple[str, Any]:
+    """(key path, value) of a "section.key=value" string; the value is parsed as YAML (1e-3
+    is a float). The key is not checked here (`apply_overrides_to_dict` checks it)."""
     example = "(e.g. traversal.probe.max_probes=32)"
     if not isinstance(item, str) or "=" not in item:
         raise ConfigError(f"override {item!r}: expected section.key=value {example}")
@@ -225,7 +227,7 @@ def _parse_override(item: Any) -> tuple[list[str], Any]:
     except yaml.YAMLError as err:
         problem = getattr(err, "problem", None) or str(err)
         raise ConfigError(f"override {item!r}: value {text!r} is not valid YAML: {problem}") from None
-    return parts, value
+    return ".".join(parts), value
 
 
 def _check_override_key(parts: list[str], value: Any) -> None:
@@ -271,12 +273,11 @@ def apply_overrides_to_dict(d: dict[str, Any], overrides: Sequence[str]) -> tupl
     d = dict(d or {})
     sources: dict[str, str] = {}
     for item in overrides:
-        parts, value = _parse_override(item)
+        path, value = parse_override(item)
         try:
-            _check_override_key(parts, value)
+            _check_override_key(path.split("."), value)
         except ConfigError as err:
             raise err.at(f"override {item!r}") from None
-        path = ".".join(parts)
         d = merge(d, {path: value})
         sources[path] = item
     return d, sources
@@ -452,6 +453,7 @@ __all__ = [
     "config_to_dict",
     "load_config",
     "make_game",
+    "parse_override",
     "resolve_precision",
     "save_config",
     "shipped_config",

@@ -21,7 +21,7 @@ import math
 from lcjax.cfr.memory import MemoryConfig
 from lcjax.cfr.networks import PRECISIONS, NetworkConfig
 from lcjax.cfr.training import OptimizationConfig
-from lcjax.cfr.traversal_settings import ExternalConfig, ProbeConfig
+from lcjax.cfr.traversal import ExternalConfig, ProbeConfig
 from lcjax.settings import Choice, Int, Settings, nested_paths, section, setting
 
 SCHEMES = ("external", "probe")
