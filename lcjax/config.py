@@ -4,31 +4,25 @@
                                                        "traversal.probe.max_probes=32"])
     solver = DeepCFR(make_game(cfg), solver_config(cfg))
 
-A configuration file is a YAML mapping with the top-level key `game` and one mapping per
-section; every section is a frozen settings dataclass (`lcjax.settings`), composed into
-`Config`. The solver's sections are the classes of `SolverConfig`, declared once in the
-modules that use them:
+A configuration file is a YAML mapping with the top-level key `game` ("lost_cities", "kuhn"
+or "leduc") and one mapping per section; every section is a frozen settings dataclass
+(`lcjax.settings`) that validates itself, composed into `Config`. The solver's sections are
+those of `SolverConfig`, each declared once in the module that uses it:
 
-  game          "lost_cities", "kuhn" or "leduc".
-  run           RunConfig: name, seed, max_iterations, max_minutes, precision.
-  rules         RulesConfig: the Lost Cities `Rules`. Only allowed when game is lost_cities:
-                for kuhn/leduc the section must be absent, null or empty (`Config.rules` is
-                None), so a poker run never carries rules that do nothing.
+  run           RunConfig (lcjax.sections): name, seed, max_iterations, max_minutes, precision.
+  rules         RulesConfig: the Lost Cities `Rules`; only for lost_cities (for kuhn/leduc
+                absent, null or empty, and `Config.rules` is None).
   network       lcjax.cfr.networks.NetworkConfig.
-  traversal     lcjax.cfr.solver_config.TraversalConfig: scheme, traversals_per_player,
-                traversal_batch, and the subsections `external` and `probe`.
+  traversal     lcjax.cfr.solver_config.TraversalConfig, with subsections external, probe.
   optimization  lcjax.cfr.training.OptimizationConfig.
   memory        RunMemoryConfig: lcjax.cfr.memory.MemoryConfig plus save_in_checkpoint.
   checkpoint    CheckpointConfig: save_every, keep.
-  evaluation    EvaluationConfig: what to measure and how often. For kuhn/leduc evaluation
-                is the exact exploitability of `policy` every `eval_every` iterations;
-                `games`, `opponents`, `extended_opponents`, `extended_every` and
-                `extended_games` are then ignored (bot names are still validated).
+  evaluation    EvaluationConfig: bot matches (Lost Cities) or exact exploitability
+                (kuhn/leduc, which ignore the bot lists but still validate them).
 
-Missing keys and sections take the dataclass defaults; `run.name` missing or null takes the
-file's stem. The shipped files (`shipped_config`; configs/deep_cfr/ in a source checkout)
-list every key, and kuhn.yaml and leduc.yaml are the tuned small-game settings that
-`small_game_config` reads.
+Missing keys take the dataclass defaults; `run.name` missing or null takes the file's stem.
+The shipped files (`shipped_config`) list every key; kuhn.yaml and leduc.yaml are the tuned
+small-game settings (`small_game_config`).
 
 Overrides are "section.key=value", with nested keys as "traversal.probe.max_probes=32" (or
 "game=value"), the value parsed as YAML: numbers, true/false, null and lists such as
@@ -36,12 +30,9 @@ Overrides are "section.key=value", with nested keys as "traversal.probe.max_prob
 resets a section to its defaults (e.g. "game=kuhn" with "rules=null" on a Lost Cities file);
 "section={...}" replaces it.
 
-Cross-field rules: the Rules' own checks (hand_size against the deck); for Lost Cities,
-eval_every > 0 needs at least one opponent and extended_every > 0 one extended opponent;
-bot lists must not repeat a name.
-
-Floats may be written 1e-3 (YAML 1.1 would read that as a string; this loader does not).
-Integers must be written as integers (1.5 and 2e6 are rejected), booleans as true/false.
+Cross-field rules: hand_size against the deck (Rules); for Lost Cities, eval_every > 0 needs
+an opponent and extended_every > 0 an extended opponent. Floats may be written 1e-3 (this
+loader reads them as YAML 1.2 does); integers must be integers (1.5 and 2e6 are rejected).
 
 Every problem raises `ConfigError` (a ValueError) with a one-line message that names the
 key path, the offending value and what is allowed, prefixed with "<file>:<line>: " when the
@@ -66,13 +57,12 @@ from lcjax.cfr.solver_config import SolverConfig, TraversalConfig
 from lcjax.cfr.training import OptimizationConfig
 from lcjax.env import registry
 from lcjax.sections import CheckpointConfig, EvaluationConfig, RulesConfig, RunConfig, RunMemoryConfig
-from lcjax.settings import Choice, ConfigError, Section, Settings, from_dict, keys, merge, to_dict, unknown_key
+from lcjax.settings import Choice, ConfigError, Settings, field_section, from_dict, keys, merge, to_dict, unknown_key
 
 GAMES = registry.GAME_NAMES
 SMALL_GAMES = ("kuhn", "leduc")
 # Backends on which precision "auto" means bfloat16 (anything else: float32).
 _ACCELERATOR_BACKENDS = ("gpu", "cuda", "rocm", "tpu")
-# The shipped run files; configs/deep_cfr in a source checkout links here.
 SHIPPED_DIR = Path(__file__).resolve().with_name("configs")
 
 
@@ -232,25 +222,18 @@ def parse_override(item: Any) -> tuple[str, Any]:
 
 def _check_override_key(parts: list[str], value: Any) -> None:
     """Raise (without the override text) unless `parts` names a key or section of Config."""
-    top = parts[0]
-    if top not in _TOP_KEYS:
-        raise unknown_key(top, _TOP_KEYS)
-    if top == "game":
+    if parts[0] not in _TOP_KEYS:
+        raise unknown_key(parts[0], _TOP_KEYS)
+    if parts[0] == "game":
         if len(parts) > 1:
             raise ConfigError("game is a value, not a section; use game=<name>", "game")
         return
-    cls: type[Settings] | None = SECTIONS[top]
+    cls: type[Settings] | None = SECTIONS[parts[0]]
     for depth, part in enumerate(parts[1:], start=1):
         path = ".".join(parts[:depth])
         if cls is None:
             raise ConfigError("is a value, not a section", path)
-        fields = {f.name: f for f in dataclasses.fields(cls)}
-        if part not in fields:
-            if part in cls.MOVED:
-                raise ConfigError("moved to " + " and ".join(f"{path}.{new}" for new in cls.MOVED[part]), f"{path}.{part}")
-            raise unknown_key(part, list(fields), path)
-        check = fields[part].metadata.get("check")
-        cls = check.cls if isinstance(check, Section) else None
+        cls = field_section(cls, part, path)
     if cls is not None and value is not None and not isinstance(value, dict):
         path = ".".join(parts)
         raise ConfigError(f"is a section; set {path}.<key>=value, or {path}=null for its defaults", path)
@@ -395,11 +378,8 @@ def solver_config(cfg: Config, backend: str | None = None) -> SolverConfig:
 
 
 def shipped_config(name: str) -> Path:
-    """The path of the shipped run file `name` ("default", "smoke", "kuhn", "leduc").
-
-    The files are package data (lcjax/configs/), so they are there in an installed package;
-    in a source checkout configs/deep_cfr/ is a link to the same folder.
-    """
+    """The shipped run file `name` ("default", "smoke", "kuhn", "leduc"): package data
+    (lcjax/configs/, so installed packages have it), linked from configs/deep_cfr/."""
     return SHIPPED_DIR / f"{name}.yaml"
 
 

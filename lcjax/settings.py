@@ -230,23 +230,34 @@ def from_dict(cls: type[Settings], data: Any, path: str = "", extra: Mapping[str
         data = {}
     if not isinstance(data, Mapping):
         raise ConfigError(f"expected a mapping of keys, got {data!r}", path or None)
-    fields = {f.name: f for f in dataclasses.fields(cls)}
     prefix = f"{path}." if path else ""
     kwargs = dict(extra or {})
     for key, value in data.items():
-        if key in cls.MOVED and key not in fields:
-            moved = " and ".join(prefix + new for new in cls.MOVED[key])
-            raise ConfigError(f"moved to {moved}", f"{prefix}{key}")
-        if key not in fields:
-            raise unknown_key(key, list(fields), path)
-        check = fields[key].metadata.get("check")
-        if isinstance(check, Section):
-            value = from_dict(check.cls, value, f"{prefix}{key}")
+        subsection = field_section(cls, key, path)
+        if subsection is not None:
+            value = from_dict(subsection, value, f"{prefix}{key}")
         kwargs[key] = value
     try:
         return cls(**kwargs)
     except ConfigError as err:
         raise err.under(path) from None
+
+
+def field_section(cls: type[Settings], key: Any, path: str = "") -> type[Settings] | None:
+    """The section class of the field `key` of `cls`, or None when it holds a plain value.
+
+    Raises:
+      ConfigError: `cls` has no field `key` (it names the key's new place when the key is in
+        `cls.MOVED`); `.key` is `path`.`key`.
+    """
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    if key not in fields:
+        if key in cls.MOVED:
+            moved = " and ".join(f"{path}.{new}" if path else new for new in cls.MOVED[key])
+            raise ConfigError(f"moved to {moved}", f"{path}.{key}" if path else key)
+        raise unknown_key(key, list(fields), path)
+    check = fields[key].metadata.get("check")
+    return check.cls if isinstance(check, Section) else None
 
 
 def nested_paths(cls: type[Settings]) -> dict[str, tuple[str, ...]]:
@@ -311,6 +322,7 @@ __all__ = [
     "Section",
     "Settings",
     "did_you_mean",
+    "field_section",
     "from_dict",
     "keys",
     "merge",
