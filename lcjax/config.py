@@ -127,7 +127,8 @@ def config_from_dict(d: Any, *, default_name: str = "run") -> Config:
         sections["rules"] = from_dict(RulesConfig, d.get("rules"), "rules")
     elif d.get("rules") not in (None, {}):
         raise ConfigError(
-            f"only allowed when game is lost_cities, got game {game!r} (remove the rules section, or override rules=null)",
+            f"only allowed when game is lost_cities, got game {game!r} "
+            "(remove the rules section, or override rules=null)",
             "rules",
         )
     for name, cls in SECTIONS.items():

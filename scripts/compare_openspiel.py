@@ -632,7 +632,8 @@ def _parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str], 
             if key in overrides:
                 raise ValueError(f"--set {key}: use --hidden/--layers (they apply to every implementation)")
         # Reject bad lcjax values before anything runs.
-        small_game_config(GAME, SCHEME, **{**overrides, "network.hidden_size": args.hidden, "network.num_layers": args.layers})
+        network = {"network.hidden_size": args.hidden, "network.num_layers": args.layers}
+        small_game_config(GAME, SCHEME, **overrides, **network)
     except ValueError as e:
         parser.error(str(e))
     return args, names, overrides

@@ -151,7 +151,8 @@ def test_incompatible_template_names_leaf_and_shapes(tmp_path, solver, state1):
         message = str(error.value)
         assert "\n" not in message
         assert "advantage_params/0/hidden_0/bias" in message and "(8,)" in message and "(16,)" in message
-        f32 = DeepCFR(KuhnPoker(), dataclasses.replace(CONFIG, memory=dataclasses.replace(CONFIG.memory, observation_storage="float32")))
+        f32_memory = dataclasses.replace(CONFIG.memory, observation_storage="float32")
+        f32 = DeepCFR(KuhnPoker(), dataclasses.replace(CONFIG, memory=f32_memory))
         with pytest.raises(CheckpointError, match=r"advantage_memory/0/data/observation has dtype uint16 .* float32"):
             ckpt.restore(1, template=jax.eval_shape(f32.init, jax.random.key(0)))
         rbg = template(solver)._replace(key=jax.random.key(0, impl="rbg"))
