@@ -213,14 +213,13 @@ def keys(cls: type[Settings]) -> list[str]:
     return [f.name for f in dataclasses.fields(cls)]
 
 
-def from_dict(cls: type[Settings], data: Any, path: str = "", extra: Mapping[str, Any] | None = None):
+def from_dict(cls: type[Settings], data: Any, path: str = ""):
     """The section `cls` of the plain mapping `data` (None = all defaults), validated.
 
     Args:
       cls: a Settings dataclass.
       data: {key: value}; nested sections as nested mappings; missing keys take defaults.
       path: the dotted path of this section, the prefix of every error's key.
-      extra: keyword arguments passed to `cls` as they are (already built values).
 
     Raises:
       ConfigError: not a mapping, an unknown or moved key, or an invalid value; `.key` is
@@ -231,7 +230,7 @@ def from_dict(cls: type[Settings], data: Any, path: str = "", extra: Mapping[str
     if not isinstance(data, Mapping):
         raise ConfigError(f"expected a mapping of keys, got {data!r}", path or None)
     prefix = f"{path}." if path else ""
-    kwargs = dict(extra or {})
+    kwargs = {}
     for key, value in data.items():
         subsection = field_section(cls, key, path)
         if subsection is not None:
