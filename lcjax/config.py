@@ -135,13 +135,13 @@ def config_from_dict(d: Any, *, default_name: str = "run") -> Config:
         if name not in ("run", "rules"):
             sections[name] = from_dict(cls, d.get(name), name)
     cfg = Config(game=game, rules=sections.pop("rules", None), **sections)
-    if game == "lost_cities":
+    if not registry.game_info(game).exact_evaluation:
         _check_bot_lists(cfg.evaluation)
     return cfg
 
 
 def _check_bot_lists(ev: EvaluationConfig) -> None:
-    """Lost Cities' evaluation needs a bot to play whenever it is scheduled."""
+    """A game evaluated by bot matches needs a bot to play whenever a match is scheduled."""
     if ev.eval_every > 0 and not ev.opponents:
         raise ConfigError("expected at least one bot when evaluation.eval_every > 0, got []", "evaluation.opponents")
     if ev.extended_every > 0 and not ev.extended_opponents:
