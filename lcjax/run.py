@@ -140,16 +140,26 @@ def _jsonable(row: dict) -> dict:
 def _check_resume_compatible(saved: Config, given: Config) -> None:
     a, b = config_to_dict(saved), config_to_dict(given)
     for section in a:
-        if section in RESUMABLE_SECTIONS or a[section] == b.get(section):
+        if section in RESUMABLE_SECTIONS:
             continue
-        if isinstance(a[section], dict):
-            for key in a[section]:
-                if a[section][key] != b[section].get(key):
-                    raise RunError(
-                        f"cannot resume: {section}.{key} is {b[section].get(key)!r} but the run was "
-                        f"started with {a[section][key]!r} (only run, checkpoint and evaluation may change)"
-                    )
-        raise RunError(f"cannot resume: {section} is {b.get(section)!r} but the run has {a[section]!r}")
+        found = _first_difference(a[section], b.get(section), section)
+        if found is not None:
+            path, was, now = found
+            raise RunError(
+                f"cannot resume: {path} is {now!r} but the run was started with {was!r} "
+                "(only run, checkpoint and evaluation may change)"
+            )
+
+
+def _first_difference(a: Any, b: Any, path: str) -> tuple[str, Any, Any] | None:
+    """(key path, a's value, b's value) of the first leaf where the nested dicts differ."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        for key in a:
+            found = _first_difference(a[key], b.get(key), f"{path}.{key}")
+            if found is not None:
+                return found
+        return None
+    return None if a == b else (path, a, b)
 
 
 class _Interrupt:

@@ -97,11 +97,7 @@ def matmul_gflops(m: int, k: int, n: int, repeats: int = 50) -> float:
 def calibrate_nodes_per_traversal(solver: DeepCFR, batch: int, seed: int) -> float:
     """Mean states visited per traversal, from one `batch`-traversal call per player on the
     solver's initial (random) networks."""
-    c = solver.config
-    cfg = tr.ProbeConfig(
-        branch_probability=c.branch_probability, max_probes=c.max_probes, max_strategy=c.max_strategy,
-        max_steps=c.max_steps, rollout_batch=c.rollout_batch,
-    )
+    cfg = solver.config.traversal.probe
     params = (init_params(solver.spec, jax.random.key(seed)), init_params(solver.spec, jax.random.key(seed + 1)))
     run = jax.jit(tr.probe_sampling, static_argnums=(0, 1, 2, 7))
     nodes = 0
@@ -115,17 +111,21 @@ def solver_for(config: lc_config.Config, args, traversals_per_player: int):
     """The benchmark's DeepCFR: the config's network and traversal settings, the earlier
     system's training workload, one traversal chunk per player."""
     base = lc_config.solver_config(config)
-    if base.scheme != "probe":
-        raise SystemExit(f"error: traversal.scheme={base.scheme!r}: this benchmark measures the probe scheme")
+    if base.traversal.scheme != "probe":
+        raise SystemExit(f"error: traversal.scheme={base.traversal.scheme!r}: this benchmark measures the probe scheme")
     sc = dataclasses.replace(
         base,
-        traversals_per_player=traversals_per_player,
-        traversal_batch=traversals_per_player,
-        advantage_steps=args.advantage_steps,
-        advantage_batch=args.batch,
-        strategy_steps=args.strategy_steps,
-        strategy_batch=args.batch,
-        strategy_train_every=1,
+        traversal=dataclasses.replace(
+            base.traversal, traversals_per_player=traversals_per_player, traversal_batch=traversals_per_player
+        ),
+        optimization=dataclasses.replace(
+            base.optimization,
+            advantage_steps=args.advantage_steps,
+            advantage_batch=args.batch,
+            strategy_steps=args.strategy_steps,
+            strategy_batch=args.batch,
+            strategy_train_every=1,
+        ),
     )
     return make_solver(lc_config.make_game(config), sc)
 
@@ -223,7 +223,7 @@ def phase_results(first: dict, rows: list[dict], target_nodes: int) -> dict:
 
 def training_floor(solver: DeepCFR, args, result: dict) -> dict:
     """The training phases' FLOPs, their rate, and the floor this machine's matmul sets."""
-    c = solver.config
+    c = solver.config.network
     dims = [solver.game.observation_size] + [c.hidden_size] * c.num_layers + [solver.game.num_actions]
     flops_state = forward_flops(dims)
     train_flops = 3 * flops_state * args.batch * (2 * args.advantage_steps + args.strategy_steps)
@@ -282,8 +282,8 @@ def main(argv=None) -> int:
 
     t_all = time.perf_counter()
     probe = solver_for(config, args, args.calibration_batch)
-    c = probe.config
-    print(f"Deep CFR iteration on Lost Cities: {c.hidden_size} x {c.num_layers} {c.precision} networks, "
+    c = probe.config.network
+    print(f"Deep CFR iteration on Lost Cities: {c.hidden_size} x {c.num_layers} {probe.config.precision} networks, "
           f"jax {jax.__version__} on {jax.devices()[0].platform} ({os.cpu_count()} CPUs)")
     traversals, per_traversal = traversals_per_player(probe, args)
     solver = solver_for(config, args, traversals)

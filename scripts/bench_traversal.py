@@ -25,6 +25,7 @@ largest batch measured, where the lanes are fullest), and every row.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -106,12 +107,11 @@ def main(argv=None) -> int:
         return 2
 
     game = lc_config.make_game(config)
-    spec = NetworkSpec(game.observation_size, game.num_actions, sc.hidden_size, sc.num_layers,
-                       skip_connections=sc.skip_connections, layer_norm=sc.layer_norm, dtype=sc.precision)
-    cfg = tr.ProbeConfig(branch_probability=sc.branch_probability, max_probes=sc.max_probes,
-                         max_strategy=sc.max_strategy, max_steps=sc.max_steps, rollout_batch=sc.rollout_batch)
-    print(f"Lost Cities probe traversal, {sc.hidden_size} x {sc.num_layers} {sc.precision} network, "
-          f"branch_probability {sc.branch_probability}, max_probes {sc.max_probes}; "
+    net, cfg = sc.network, sc.traversal.probe
+    spec = NetworkSpec(game.observation_size, game.num_actions, net.hidden_size, net.num_layers,
+                       skip_connections=net.skip_connections, layer_norm=net.layer_norm, dtype=sc.precision)
+    print(f"Lost Cities probe traversal, {net.hidden_size} x {net.num_layers} {sc.precision} network, "
+          f"branch_probability {cfg.branch_probability}, max_probes {cfg.max_probes}; "
           f"jax {jax.__version__} on {jax.devices()[0].platform} ({os.cpu_count()} CPUs)")
     roof = roofline(spec)
     print(f"network roofline: {roof['states_per_second']:,.0f} states/s "
@@ -135,8 +135,8 @@ def main(argv=None) -> int:
             "roofline_states_per_second": roof["states_per_second"],
             "roofline_fraction": head["roofline_fraction"],
             "batch": head["batch"],
-            "network": {"hidden": sc.hidden_size, "layers": sc.num_layers, "precision": sc.precision},
-            "probe": cfg._asdict(),
+            "network": {"hidden": net.hidden_size, "layers": net.num_layers, "precision": sc.precision},
+            "probe": dataclasses.asdict(cfg),
             "config": config_path_for_json(args.config),
             "overrides": args.overrides,
             "rows": rows,

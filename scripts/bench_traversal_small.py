@@ -19,6 +19,7 @@ with the same settings, for before/after comparisons in one process environment.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib.util
 import time
 
@@ -60,7 +61,7 @@ def load_impl(path: str | None):
 def make_call(tr, game, scheme: str, apply_fn, batch: int, lanes: int):
     if scheme == "external":
         fields = dict(EXTERNAL[game_name(game)])
-        if lanes and "lanes" in tr.ExternalConfig._fields:
+        if lanes and "lanes" in _field_names(tr.ExternalConfig):
             fields["lanes"] = lanes
         cfg = tr.ExternalConfig(**fields)
         fn = tr.external_sampling
@@ -70,6 +71,14 @@ def make_call(tr, game, scheme: str, apply_fn, batch: int, lanes: int):
         fn = tr.probe_sampling
     run = jax.jit(fn, static_argnums=(0, 1, 2, 7))
     return lambda params, key: run(game, apply_fn, cfg, params, jnp.int32(0), 1.0, key, batch), cfg
+
+
+def _field_names(config_class) -> list[str]:
+    """Fields of a traversal config class: a settings dataclass, or the NamedTuple of a
+    traversal module from before the settings sections (when comparing against one)."""
+    if hasattr(config_class, "_fields"):
+        return list(config_class._fields)
+    return [f.name for f in dataclasses.fields(config_class)]
 
 
 def game_name(game) -> str:
@@ -105,7 +114,7 @@ def bench(tr, name: str, scheme: str, batch: int, hidden: int, layers: int, repe
         "nodes_per_second": c["nodes"] / best,
         "samples_per_second": samples / best,
         "compile_seconds": compile_s,
-        "config": {k: v for k, v in cfg._asdict().items()},
+        "config": {k: getattr(cfg, k) for k in _field_names(type(cfg))},
         **c,
     }
 

@@ -10,7 +10,7 @@ layers for every network of every implementation; default lcjax's Leduc setting,
 
 * `lcjax`: `lcjax.cfr.solver.DeepCFR` with `small_game_config("leduc", "external")`, the
   network overridden, through `scripts/solve_small.py` (`--set key=value` overrides any
-  other SolverConfig field).
+  other SolverConfig key, e.g. `--set optimization.learning_rate=1e-3`).
 * `openspiel_jax`: `open_spiel.python.jax.deep_cfr.DeepCFRSolver` (flax.nnx + optax).
 * `openspiel_torch`: `open_spiel.python.pytorch.deep_cfr.DeepCFRSolver`.
 
@@ -89,7 +89,7 @@ import numpy as np
 
 from lcjax.argtypes import nonnegative_int, positive_float, positive_int
 from lcjax.cfr import exploitability as ex
-from lcjax.cfr.solver import small_game_config
+from lcjax.config import small_game_config
 
 import solve_small
 from common import loadavg
@@ -163,7 +163,7 @@ def run_lcjax(
     log: Callable[[str], None],
 ) -> dict[str, Any]:
     """lcjax's Deep CFR on Leduc via `solve_small.solve`; the result entry for the JSON."""
-    overrides = {**overrides, "hidden_size": hidden, "num_layers": layers}
+    overrides = {**overrides, "network.hidden_size": hidden, "network.num_layers": layers}
     last = solve_small.solve(
         GAME, SCHEME, seconds, out_dir, seed=seed, overrides=overrides, eval_every=eval_every,
         log=lambda s: log(f"[lcjax] {s}"),
@@ -172,8 +172,9 @@ def run_lcjax(
         curve = [json.loads(line) for line in f if line.strip()]
     config = last["config"]
     # traversals_per_player is rounded up to whole chunks of traversal_batch.
-    chunks = -(-config["traversals_per_player"] // config["traversal_batch"])
-    traversals = curve[-1]["iteration"] * 2 * chunks * config["traversal_batch"]
+    traversal = config["traversal"]
+    chunks = -(-traversal["traversals_per_player"] // traversal["traversal_batch"])
+    traversals = curve[-1]["iteration"] * 2 * chunks * traversal["traversal_batch"]
     return {
         "curve": curve,
         "settings": {"game": GAME, "scheme": SCHEME, "seed": seed, "solver_config": config},
@@ -597,7 +598,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--hidden", type=positive_int, default=128, help="hidden units per layer, all networks (default 128)")
     parser.add_argument("--layers", type=positive_int, default=3, help="hidden layers, all networks (default 3)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="lcjax: override a SolverConfig field")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="lcjax: override a SolverConfig key, e.g. optimization.learning_rate=1e-3")
     parser.add_argument("--openspiel-traversals", type=positive_int, default=OPENSPIEL_DEFAULTS["num_traversals"],
                         help="OpenSpiel: traversals per player per iteration (default %(default)s)")
     parser.add_argument("--openspiel-advantage-steps", type=positive_int,
@@ -626,11 +628,12 @@ def _parse_args(argv: list[str] | None) -> tuple[argparse.Namespace, list[str], 
     try:
         names = _parse_implementations(args.implementations)
         overrides = solve_small.parse_overrides(args.set)
-        for key in ("hidden_size", "num_layers"):
+        for key in ("network.hidden_size", "network.num_layers"):
             if key in overrides:
                 raise ValueError(f"--set {key}: use --hidden/--layers (they apply to every implementation)")
         # Reject bad lcjax values before anything runs.
-        small_game_config(GAME, SCHEME, **overrides, hidden_size=args.hidden, num_layers=args.layers)
+        network = {"network.hidden_size": args.hidden, "network.num_layers": args.layers}
+        small_game_config(GAME, SCHEME, **overrides, **network)
     except ValueError as e:
         parser.error(str(e))
     return args, names, overrides

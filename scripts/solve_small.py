@@ -2,7 +2,7 @@
 
     python scripts/solve_small.py --game kuhn --scheme external --seconds 60 --out runs/kuhn
     python scripts/solve_small.py --game leduc --scheme probe --seconds 600 --out runs/leduc \
-        --set traversals_per_player=2048 --set learning_rate=3e-3
+        --set traversal.traversals_per_player=2048 --set optimization.learning_rate=3e-3
 
 The solver runs for `--seconds` of *solver* wall-clock time. That clock starts before the
 solver is built, so it includes every JIT compilation (the first iteration compiles the
@@ -32,10 +32,12 @@ Outputs in `--out`:
   start, everything included), and the solver's loss and memory metrics of that iteration.
 * `policy.json`: the final average policy as {OpenSpiel information-state string:
   probabilities over all action ids}; see `lcjax.cfr.exploitability.export_openspiel_policy`.
-* `config.json`: the game, scheme, seed and the full SolverConfig of the run.
+* `config.json`: the game, scheme, seed and the full SolverConfig of the run (nested by
+  section).
 
-Per-game default settings come from `lcjax.cfr.solver.small_game_config`; `--set
-key=value` overrides any SolverConfig field (the value is parsed as the field's type).
+Per-game default settings come from `lcjax.config.small_game_config` (configs/deep_cfr/kuhn.yaml
+and leduc.yaml); `--set key=value` overrides any SolverConfig key by its path, e.g.
+`network.hidden_size=32` or `traversal.probe.max_probes=4` (the value is read as YAML).
 """
 
 from __future__ import annotations
@@ -51,7 +53,8 @@ from typing import Any, Callable
 import jax
 
 from lcjax.cfr import exploitability as ex
-from lcjax.cfr.solver import SolverConfig, make_solver, small_game_config
+from lcjax.cfr.solver import DeepCFR, make_solver
+from lcjax.config import parse_override, small_game_config
 from lcjax.env.kuhn import KuhnPoker
 from lcjax.env.leduc import LeducPoker
 
@@ -76,42 +79,14 @@ _COPIED = (
 )
 
 
-def _parse_value(field: dataclasses.Field, text: str) -> Any:
-    kind = field.type if isinstance(field.type, type) else {"int": int, "float": float, "bool": bool, "str": str}[
-        str(field.type)
-    ]
-    if kind is bool:
-        lowered = text.strip().lower()
-        if lowered in ("1", "true", "yes", "on"):
-            return True
-        if lowered in ("0", "false", "no", "off"):
-            return False
-        raise ValueError(f"--set {field.name}={text!r}: expected a boolean")
-    if kind is int:
-        try:
-            return int(text)
-        except ValueError:
-            value = float(text)  # e.g. 1e6
-            if not value.is_integer():
-                raise ValueError(f"--set {field.name}={text!r}: expected an integer") from None
-            return int(value)
-    return kind(text)
-
-
 def parse_overrides(items: list[str] | None) -> dict[str, Any]:
-    """{field: value} from `key=value` strings, typed by SolverConfig's fields."""
-    fields = {f.name: f for f in dataclasses.fields(SolverConfig)}
+    """{key path: value} from `key=value` strings; `small_game_config` checks them."""
     out: dict[str, Any] = {}
     for item in items or ():
-        if "=" not in item:
-            raise ValueError(f"--set expects key=value, got {item!r}")
-        key, value = item.split("=", 1)
-        key = key.strip()
-        if key == "scheme":
-            raise ValueError("--set scheme: use --scheme")
-        if key not in fields:
-            raise ValueError(f"--set {key}: not a SolverConfig field (fields: {', '.join(fields)})")
-        out[key] = _parse_value(fields[key], value)
+        key, value = parse_override(item)
+        if key == "traversal.scheme":
+            raise ValueError("--set traversal.scheme: use --scheme")
+        out[key] = value
     return out
 
 
@@ -135,7 +110,7 @@ def solve(
       seconds: solver wall-clock budget (compilation included).
       out_dir: output folder (created if missing).
       seed: PRNG seed of the run.
-      overrides: SolverConfig fields replacing the per-game defaults.
+      overrides: {SolverConfig key path: value} replacing the per-game defaults.
       eval_every: measure exploitability every this many iterations (and after the last);
         None: every `strategy_train_every` iterations, i.e. whenever the strategy network
         was trained. Iterations that did not train it are never measured (nothing changed).
@@ -170,7 +145,7 @@ def solve(
     totals["solver_cpu"] += time.process_time() - c0
     if eval_every is None:
         # Measure whenever the strategy network has been trained.
-        eval_every = config.strategy_train_every
+        eval_every = config.optimization.strategy_train_every
 
     row: dict[str, Any] = {}
     log(f"{game_name}/{scheme} seed={seed} budget={seconds:g}s config={config}")
@@ -284,7 +259,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--seconds", type=float, required=True, help="solver wall-clock budget, compilation included")
     parser.add_argument("--out", required=True, help="output folder")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a SolverConfig field")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a SolverConfig key, e.g. network.hidden_size=32")
     parser.add_argument(
         "--eval-every", type=int, default=None, help="iterations between measurements (default: strategy_train_every)"
     )

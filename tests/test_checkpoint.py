@@ -18,20 +18,14 @@ from lcjax.checkpoint import FORMAT_VERSION, CheckpointError, Checkpointer
 from lcjax.env.kuhn import KuhnPoker
 
 CONFIG = SolverConfig(
-    hidden_size=8,
-    num_layers=1,
-    advantage_capacity=64,
-    strategy_capacity=64,
-    traversals_per_player=16,
-    traversal_batch=16,
-    advantage_steps=2,
-    strategy_steps=2,
-    advantage_batch=8,
-    strategy_batch=8,
-    max_depth=4,
-    max_advantage=4,
-    max_strategy=4,
-    observation_storage="bfloat16",
+    network={"hidden_size": 8, "num_layers": 1},
+    memory={"advantage_capacity": 64, "strategy_capacity": 64, "observation_storage": "bfloat16"},
+    traversal={
+        "traversals_per_player": 16,
+        "traversal_batch": 16,
+        "external": {"max_depth": 4, "max_advantage": 4, "max_strategy": 4},
+    },
+    optimization={"advantage_steps": 2, "strategy_steps": 2, "advantage_batch": 8, "strategy_batch": 8},
 )
 TMP_SUFFIX = ".orbax-checkpoint-tmp"  # how orbax names a step directory before its commit
 
@@ -151,13 +145,14 @@ def test_without_memory_restores_template_memories(tmp_path, solver, state1):
 def test_incompatible_template_names_leaf_and_shapes(tmp_path, solver, state1):
     with Checkpointer.open(tmp_path, create=True) as ckpt:
         ckpt.save(1, state1, metadata={})
-        wider = DeepCFR(KuhnPoker(), dataclasses.replace(CONFIG, hidden_size=16))
+        wider = DeepCFR(KuhnPoker(), dataclasses.replace(CONFIG, network={"hidden_size": 16, "num_layers": 1}))
         with pytest.raises(CheckpointError) as error:
             ckpt.restore(1, template=jax.eval_shape(wider.init, jax.random.key(0)))
         message = str(error.value)
         assert "\n" not in message
         assert "advantage_params/0/hidden_0/bias" in message and "(8,)" in message and "(16,)" in message
-        f32 = DeepCFR(KuhnPoker(), dataclasses.replace(CONFIG, observation_storage="float32"))
+        f32_memory = dataclasses.replace(CONFIG.memory, observation_storage="float32")
+        f32 = DeepCFR(KuhnPoker(), dataclasses.replace(CONFIG, memory=f32_memory))
         with pytest.raises(CheckpointError, match=r"advantage_memory/0/data/observation has dtype uint16 .* float32"):
             ckpt.restore(1, template=jax.eval_shape(f32.init, jax.random.key(0)))
         rbg = template(solver)._replace(key=jax.random.key(0, impl="rbg"))

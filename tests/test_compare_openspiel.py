@@ -21,9 +21,11 @@ TINY = [
     "--seconds", "2", "--hidden", "16", "--layers", "1", "--seed", "0", "--quiet",
     "--openspiel-traversals", "20", "--openspiel-advantage-steps", "20", "--openspiel-policy-steps", "20",
     "--openspiel-batch", "32", "--openspiel-memory", "5000",
-    "--set", "traversals_per_player=64", "--set", "traversal_batch=64", "--set", "advantage_steps=20",
-    "--set", "strategy_steps=20", "--set", "advantage_batch=128", "--set", "strategy_batch=128",
-    "--set", "advantage_capacity=20000", "--set", "strategy_capacity=20000", "--set", "fast_compile=true",
+    "--set", "traversal.traversals_per_player=64", "--set", "traversal.traversal_batch=64",
+    "--set", "optimization.advantage_steps=20", "--set", "optimization.strategy_steps=20",
+    "--set", "optimization.advantage_batch=128", "--set", "optimization.strategy_batch=128",
+    "--set", "memory.advantage_capacity=20000", "--set", "memory.strategy_capacity=20000",
+    "--set", "optimization.fast_compile=true",
 ]
 UNIFORM = 2.3736111111111  # exploitability of the uniform policy in Leduc, chips
 
@@ -87,7 +89,7 @@ def test_compare_runs_lcjax_and_openspiel(tmp_path, capsys):
     settings = data["settings"]
     assert settings["hidden"] == 16 and settings["layers"] == 1 and settings["seconds"] == 2
     assert settings["openspiel"]["num_traversals"] == 20
-    assert settings["lcjax_overrides"]["traversals_per_player"] == 64
+    assert settings["lcjax_overrides"]["traversal.traversals_per_player"] == 64
     # Both libraries measure in the same units.
     assert settings["uniform_exploitability"]["lcjax"] == pytest.approx(UNIFORM, rel=1e-9)
     assert settings["uniform_exploitability"]["openspiel"] == pytest.approx(UNIFORM, rel=1e-9)
@@ -97,7 +99,7 @@ def test_compare_runs_lcjax_and_openspiel(tmp_path, capsys):
     for name in ("lcjax", "openspiel_jax"):
         _check_run(impls[name], settings)
     lcjax_config = impls["lcjax"]["settings"]["solver_config"]
-    assert (lcjax_config["hidden_size"], lcjax_config["num_layers"]) == (16, 1)
+    assert (lcjax_config["network"]["hidden_size"], lcjax_config["network"]["num_layers"]) == (16, 1)
     assert impls["openspiel_jax"]["settings"]["advantage_network_layers"] == [16]
     # lcjax's own exploitability agrees with OpenSpiel's on lcjax's exported final policy.
     exported = _openspiel_exploitability_of_export(str(out / "lcjax" / "policy.json"))
@@ -171,5 +173,5 @@ def test_bad_implementations_exit_with_the_allowed_values(capsys):
     err = capsys.readouterr().err
     assert "openspiel_tf" in err and "allowed: lcjax, openspiel_jax, openspiel_torch" in err
     with pytest.raises(SystemExit):
-        co.main(["--set", "hidden_size=8"])
+        co.main(["--set", "network.hidden_size=8"])
     assert "--hidden" in capsys.readouterr().err

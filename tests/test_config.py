@@ -55,9 +55,26 @@ def test_shipped_config_lists_every_key(name):
     raw = yaml.safe_load((CONFIG_DIR / f"{name}.yaml").read_text())
     expected = C.config_to_dict(C.load_config(CONFIG_DIR / f"{name}.yaml"))
     assert set(raw) == set(expected)
+
+    def same_keys(raw, expected, path):
+        assert list(raw) == list(expected), path
+        for key, values in expected.items():
+            if isinstance(values, dict):
+                same_keys(raw[key], values, f"{path}.{key}")
+
     for section, values in expected.items():
         if isinstance(values, dict):
-            assert list(raw[section]) == list(values), section
+            same_keys(raw[section], values, section)
+
+
+def test_shipped_configs_are_package_data():
+    """configs/deep_cfr/ (the CLI's and README's paths) is the package's own folder."""
+    for name in SHIPPED:
+        assert C.shipped_config(name).is_file()
+        assert (CONFIG_DIR / f"{name}.yaml").resolve() == C.shipped_config(name).resolve()
+    assert C.shipped_config("kuhn").parent.parent == Path(C.__file__).resolve().parent
+    pyproject = (Path(__file__).resolve().parents[1] / "pyproject.toml").read_text()
+    assert '[tool.setuptools.package-data]\nlcjax = ["configs/*.yaml"]' in pyproject
 
 
 def test_default_yaml_values():
@@ -66,10 +83,10 @@ def test_default_yaml_values():
     assert (cfg.network.hidden_size, cfg.network.num_layers) == (512, 3)
     t = cfg.traversal
     assert t.scheme == "probe"
-    assert 0.1 <= t.branch_probability <= 0.2
-    expected_probes = 150 * t.branch_probability
-    assert 1.5 * expected_probes <= t.max_probes <= 2.5 * expected_probes
-    assert t.max_steps == 2 * cfg.rules.max_turns + 2
+    assert 0.1 <= t.probe.branch_probability <= 0.2
+    expected_probes = 150 * t.probe.branch_probability
+    assert 1.5 * expected_probes <= t.probe.max_probes <= 2.5 * expected_probes
+    assert t.probe.max_steps == 2 * cfg.rules.max_turns + 2
     assert (t.traversals_per_player, t.traversal_batch) == (512, 256)
     o = cfg.optimization
     assert (o.advantage_steps, o.advantage_batch, o.strategy_steps, o.strategy_batch) == (512, 1024, 512, 1024)
@@ -93,7 +110,7 @@ def test_smoke_yaml_is_small():
     assert cfg.run.max_iterations <= 3
     assert cfg.memory.advantage_capacity <= 50_000
     assert 0 < cfg.evaluation.eval_every <= cfg.run.max_iterations
-    assert cfg.traversal.max_steps >= 2 * cfg.rules.max_turns + 2
+    assert cfg.traversal.probe.max_steps >= 2 * cfg.rules.max_turns + 2
 
 
 @pytest.mark.parametrize("name, every", [("kuhn", 1), ("leduc", 5)])
@@ -101,20 +118,39 @@ def test_poker_yaml(name, every):
     cfg = C.load_config(CONFIG_DIR / f"{name}.yaml")
     assert cfg.game == name and cfg.traversal.scheme == "external"
     assert cfg.evaluation.eval_every == every
-    # The shipped settings are the tuned ones (probe-only fields aside).
-    from lcjax.cfr.solver import small_game_config
-
-    tuned = small_game_config(name, "external")
+    # The shipped file is the tuned settings, for both schemes.
     ours = C.solver_config(cfg, backend="cpu")
-    probe_only = {"branch_probability", "max_probes", "max_steps", "rollout_batch"}
-    for f in dataclasses.fields(ours):
-        if f.name not in probe_only:
-            assert getattr(ours, f.name) == getattr(tuned, f.name), f.name
+    assert C.small_game_config(name, "external") == ours
+    assert C.small_game_config(f"{name}_poker", "external") == ours
+    probe = C.small_game_config(name, "probe")
+    assert probe == dataclasses.replace(ours, traversal=dataclasses.replace(ours.traversal, scheme="probe"))
+    assert probe.traversal.probe == cfg.traversal.probe
+
+
+def test_small_game_config_overrides_use_key_paths():
+    base = C.small_game_config("kuhn", "probe")
+    cfg = C.small_game_config("kuhn", "probe", **{"network.hidden_size": 8, "traversal.probe.max_probes": 1})
+    assert cfg.network == dataclasses.replace(base.network, hidden_size=8)
+    assert cfg.traversal.probe == dataclasses.replace(base.traversal.probe, max_probes=1)
+    assert dataclasses.replace(cfg, network=base.network, traversal=base.traversal) == base
+    err = _error(C.small_game_config, "kuhn", "external", hidden_size=8)
+    assert err.key == "hidden_size" and "moved to network.hidden_size" in str(err)
+    err = _error(C.small_game_config, "kuhn", "external", **{"network.hiden_size": 8})
+    assert err.key == "network.hiden_size" and "did you mean 'hidden_size'" in str(err)
+    err = _error(C.small_game_config, "leduc", "external", **{"traversal.external.max_depth": 0})
+    assert err.key == "traversal.external.max_depth" and "positive integer" in str(err)
+    assert _error(C.small_game_config, "go", "external").key == "game"
+    assert "traversal.scheme" in str(_error(C.small_game_config, "kuhn", "outcome"))
 
 
 # ---------------------------------------------------------------------------- mapping
-def test_solver_fields_cover_solver_config():
-    assert set(C.SOLVER_FIELDS) == {f.name for f in dataclasses.fields(SolverConfig)}
+def test_solver_config_is_made_of_the_config_sections():
+    cfg = C.load_config(CONFIG_DIR / "default.yaml")
+    solver = C.solver_config(cfg, backend="cpu")
+    assert (solver.network, solver.traversal, solver.optimization) == (cfg.network, cfg.traversal, cfg.optimization)
+    memory = {k: v for k, v in dataclasses.asdict(cfg.memory).items() if k != "save_in_checkpoint"}
+    assert dataclasses.asdict(solver.memory) == memory
+    assert {f.name for f in dataclasses.fields(SolverConfig)} - {"precision"} <= set(C.SECTIONS)
 
 
 def test_section_defaults_match_solver_and_rules_defaults():
@@ -128,12 +164,13 @@ def test_section_defaults_match_solver_and_rules_defaults():
 def test_solver_config_maps_fields():
     cfg = C.load_config(
         CONFIG_DIR / "default.yaml",
-        ["network.hidden_size=96", "traversal.max_probes=7", "optimization.warm_start=true",
+        ["network.hidden_size=96", "traversal.probe.max_probes=7", "optimization.warm_start=true",
          "memory.observation_storage=float32", "run.precision=float32"],
     )
     solver = C.solver_config(cfg, backend="gpu")
-    assert solver.hidden_size == 96 and solver.max_probes == 7 and solver.warm_start is True
-    assert solver.observation_storage == "float32" and solver.precision == "float32"
+    assert solver.network.hidden_size == 96 and solver.traversal.probe.max_probes == 7
+    assert solver.optimization.warm_start is True
+    assert solver.memory.observation_storage == "float32" and solver.precision == "float32"
 
 
 @pytest.mark.parametrize(
@@ -306,7 +343,8 @@ def test_section_must_be_mapping(tmp_path):
     "override, key, shown, allowed",
     [
         ("traversal.traversals_per_player=abc", "traversal.traversals_per_player", "'abc'", "positive integer"),
-        ("traversal.max_probes=1.5", "traversal.max_probes", "1.5", "positive integer"),
+        ("traversal.probe.max_probes=1.5", "traversal.probe.max_probes", "1.5", "positive integer"),
+        ("traversal.external.max_depth=0", "traversal.external.max_depth", "0", "positive integer"),
         ("optimization.advantage_steps=2e3", "optimization.advantage_steps", "2000.0", "positive integer"),
         ("run.seed=true", "run.seed", "True", "integer"),
         ("network.layer_norm=1", "network.layer_norm", "1", "true or false"),
@@ -314,8 +352,8 @@ def test_section_must_be_mapping(tmp_path):
         ("optimization.learning_rate=fast", "optimization.learning_rate", "'fast'", "positive number"),
         ("optimization.learning_rate=0", "optimization.learning_rate", "0", "positive number"),
         ("optimization.grad_clip=-1", "optimization.grad_clip", "-1", ">= 0"),
-        ("traversal.branch_probability=1.5", "traversal.branch_probability", "1.5", "(0, 1]"),
-        ("traversal.rollout_batch=-1", "traversal.rollout_batch", "-1", ">= 0"),
+        ("traversal.probe.branch_probability=1.5", "traversal.probe.branch_probability", "1.5", "(0, 1]"),
+        ("traversal.probe.rollout_batch=-1", "traversal.probe.rollout_batch", "-1", ">= 0"),
         ("traversal.scheme=prob", "traversal.scheme", "'prob'", "did you mean 'probe'"),
         ("optimization.strategy_loss=l2", "optimization.strategy_loss", "'l2'", "cross_entropy, mse"),
         ("memory.observation_storage=float16", "memory.observation_storage", "'float16'", "bfloat16"),
@@ -349,11 +387,45 @@ def test_invalid_values(override, key, shown, allowed):
 
 
 def test_invalid_value_from_file_names_file_and_line(tmp_path):
-    path = _write(tmp_path, "game: lost_cities\ntraversal:\n  scheme: probe\n  max_probes: lots\n", "bad.yaml")
-    err = _error(C.load_config, path)
-    assert str(err) == "bad.yaml:4: traversal.max_probes: expected a positive integer, got 'lots'".replace(
-        "bad.yaml", str(path)
+    text = "game: lost_cities\ntraversal:\n  scheme: probe\n  probe:\n    max_probes: lots\n"
+    err = _error(C.load_config, _write(tmp_path, text, "bad.yaml"))
+    assert str(err) == f"{tmp_path / 'bad.yaml'}:5: traversal.probe.max_probes: expected a positive integer, got 'lots'"
+    assert err.key == "traversal.probe.max_probes"
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("branch_probability: 0.1", "traversal.probe.branch_probability"),
+        ("max_depth: 4", "traversal.external.max_depth"),
+        ("max_strategy: 4", "traversal.external.max_strategy and traversal.probe.max_strategy"),
+    ],
+)
+def test_flat_traversal_keys_name_their_new_place(tmp_path, old, new):
+    text = f"game: kuhn\ntraversal:\n  scheme: probe\n  {old}\n"
+    err = _error(C.load_config, _write(tmp_path, text, "old.yaml"))
+    key = "traversal." + old.split(":")[0]
+    assert err.key == key
+    assert str(err) == f"{tmp_path / 'old.yaml'}:4: {key}: moved to {new}"
+    err = _error(C.load_config, CONFIG_DIR / "kuhn.yaml", [f"{key}=1"])
+    assert err.key == key and f"moved to {new}" in str(err) and f"override '{key}=1'" in str(err)
+
+
+def test_nested_overrides():
+    cfg = C.load_config(
+        CONFIG_DIR / "default.yaml",
+        ["traversal.probe.branch_probability=0.1", "traversal.external.node_budget=64", "traversal.external=null"],
     )
+    assert cfg.traversal.probe.branch_probability == 0.1
+    assert cfg.traversal.external == type(cfg.traversal.external)()  # the later null reset it
+    cfg = C.load_config(CONFIG_DIR / "default.yaml", ["traversal.probe={max_probes: 3}"])
+    assert cfg.traversal.probe == type(cfg.traversal.probe)(max_probes=3)
+    err = _error(C.load_config, CONFIG_DIR / "default.yaml", ["traversal.scheme.x=1"])
+    assert err.key == "traversal.scheme" and "not a section" in str(err)
+    err = _error(C.load_config, CONFIG_DIR / "default.yaml", ["traversal.probe=5"])
+    assert err.key == "traversal.probe" and "section" in str(err)
+    err = _error(C.load_config, CONFIG_DIR / "default.yaml", ["traversal.probe.max_probs=5"])
+    assert err.key == "traversal.probe.max_probs" and "did you mean 'max_probes'" in str(err)
 
 
 def test_unknown_bot_lists_allowed_names():
@@ -414,16 +486,17 @@ def test_override_unknown_keys(override, key, expected):
 
 
 def test_config_from_dict_errors_carry_key():
-    err = _error(C.config_from_dict, {"traversal": {"max_probes": "abc"}})
-    assert err.key == "traversal.max_probes"
-    assert str(err) == "traversal.max_probes: expected a positive integer, got 'abc'"
+    err = _error(C.config_from_dict, {"traversal": {"probe": {"max_probes": "abc"}}})
+    assert err.key == "traversal.probe.max_probes"
+    assert str(err) == "traversal.probe.max_probes: expected a positive integer, got 'abc'"
     err = _error(C.config_from_dict, {"optimisation": {}})
     assert err.key == "optimisation" and "did you mean 'optimization'" in str(err)
     _error(C.config_from_dict, ["not", "a", "mapping"])
 
 
-def test_solver_config_errors_are_mapped_to_key_paths():
-    err = C._reraise(ValueError("SolverConfig.max_probes=0 is invalid: must be a positive integer"), "SolverConfig",
-                     lambda f: ".".join(C.SOLVER_FIELDS[f]), "config")
-    assert err.key == "traversal.max_probes"
-    assert str(err) == "traversal.max_probes: 0 is invalid: must be a positive integer"
+def test_solver_config_errors_carry_key_paths():
+    err = _error(SolverConfig, traversal={"probe": {"max_probes": 0}})
+    assert err.key == "traversal.probe.max_probes"
+    assert str(err) == "traversal.probe.max_probes: expected a positive integer, got 0"
+    err = _error(SolverConfig, precision="auto")  # "auto" is resolved before the solver sees it
+    assert err.key == "precision" and "float32, bfloat16" in str(err)

@@ -17,7 +17,12 @@ TINY_LC = {
     "game": "lost_cities",
     "run": {"name": "play", "seed": 0, "max_iterations": 1},
     "network": {"hidden_size": 8, "num_layers": 1},
-    "traversal": {"traversals_per_player": 4, "traversal_batch": 4, "max_probes": 1, "max_strategy": 4},
+    "traversal": {
+        "traversals_per_player": 4,
+        "traversal_batch": 4,
+        "external": {"max_strategy": 4},
+        "probe": {"max_probes": 1, "max_strategy": 4},
+    },
     "memory": {"advantage_capacity": 16, "strategy_capacity": 16},
     "evaluation": {"eval_every": 0},
 }

@@ -109,8 +109,8 @@ def test_recommend_threshold():
 TINY = [
     "rules.n_colors=2", "rules.n_ranks=3", "rules.hand_size=3", "rules.max_turns=30",
     "network.hidden_size=8", "network.num_layers=1", "run.precision=float32",
-    "traversal.branch_probability=0.3", "traversal.max_probes=4", "traversal.max_steps=62",
-    "traversal.max_strategy=32", "traversal.rollout_batch=64",
+    "traversal.probe.branch_probability=0.3", "traversal.probe.max_probes=4", "traversal.probe.max_steps=62",
+    "traversal.probe.max_strategy=32", "traversal.probe.rollout_batch=64",
     "memory.advantage_capacity=4096", "memory.strategy_capacity=4096",
 ]
 
@@ -159,9 +159,10 @@ def test_bench_iteration_json(tmp_path, capsys):
         assert _positive(data[key]), key
     assert len(data["iterations"]) == 2
     settings = data["settings"]
-    assert settings["solver"]["advantage_steps"] == 3 and settings["solver"]["strategy_batch"] == 16
+    solver = settings["solver"]
+    assert solver["optimization"]["advantage_steps"] == 3 and solver["optimization"]["strategy_batch"] == 16
     # One traversal chunk per player, sized from the calibration to about the target.
-    assert settings["solver"]["traversal_batch"] == settings["solver"]["traversals_per_player"]
+    assert solver["traversal"]["traversal_batch"] == solver["traversal"]["traversals_per_player"]
     per_call = settings["calibrated_nodes_per_traversal"]
     assert settings["traversals_per_player"] == max(1, round(3000 / (2 * per_call)))
     phases = sum(data[f"{p}_seconds"] for p in bench_iteration.PHASES)

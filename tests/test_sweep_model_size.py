@@ -22,8 +22,8 @@ from lcjax.config import load_config, make_game
 # network instead of a minute. The base network, 16x1, is the reference.
 TINY_SETS = [
     "rules.n_colors=2", "rules.n_ranks=3", "rules.hand_size=3", "rules.max_turns=40",
-    "traversal.scheme=external", "traversal.max_depth=8", "traversal.node_budget=64",
-    "traversal.max_advantage=8", "traversal.max_strategy=16",
+    "traversal.scheme=external", "traversal.external.max_depth=8", "traversal.external.node_budget=64",
+    "traversal.external.max_advantage=8", "traversal.external.max_strategy=16",
     "traversal.traversals_per_player=8", "traversal.traversal_batch=8",
     "optimization.advantage_steps=4", "optimization.advantage_batch=32",
     "optimization.strategy_steps=4", "optimization.strategy_batch=32",

@@ -28,6 +28,7 @@ point), so a run never wraps around.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import flax.struct
@@ -35,8 +36,30 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lcjax.settings import Choice, Int, Settings, setting
+
 Array = jax.Array
 PyTree = Any
+
+# Dtypes the observations of the solver's memories may be stored in.
+STORAGE_DTYPES = ("float32", "bfloat16")
+
+
+@dataclasses.dataclass(frozen=True)
+class MemoryConfig(Settings):
+    """The solver's reservoirs (the `memory` section).
+
+    Attributes:
+      advantage_capacity: items per player's advantage reservoir.
+      strategy_capacity: items in the strategy reservoir.
+      observation_storage: dtype observations are stored in, "float32" or "bfloat16"
+        (half the memory).
+    """
+
+    advantage_capacity: int = setting(1_000_000, Int(1))
+    strategy_capacity: int = setting(1_000_000, Int(1))
+    observation_storage: str = setting("float32", Choice(STORAGE_DTYPES))
+
 
 _INT32_MAX = np.iinfo(np.int32).max
 

@@ -16,6 +16,7 @@ optax, `jax.tree` utilities and checkpointing without any NNX types.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any, Callable, NamedTuple
 
@@ -23,8 +24,30 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
+from lcjax.settings import Bool, Int, Settings, setting
+
 Array = jax.Array
 Params = Any
+
+# Compute dtypes of the networks (their parameters stay float32).
+PRECISIONS = ("float32", "bfloat16")
+
+
+@dataclasses.dataclass(frozen=True)
+class NetworkConfig(Settings):
+    """Architecture shared by the advantage and strategy networks (the `network` section).
+
+    Attributes:
+      hidden_size: width of every hidden layer.
+      num_layers: number of hidden layers (0 gives a linear model).
+      skip_connections: residual connections between hidden layers of equal width.
+      layer_norm: LayerNorm on the last hidden features before the output layer.
+    """
+
+    hidden_size: int = setting(64, Int(1))
+    num_layers: int = setting(2, Int(0))
+    skip_connections: bool = setting(False, Bool())
+    layer_norm: bool = setting(False, Bool())
 
 
 class MLP(nnx.Module):

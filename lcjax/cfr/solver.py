@@ -16,7 +16,8 @@ compiles each phase once:
 The first `iteration` compiles all phases side by side in threads (`precompile`).
 `make_solver(game, config)` is the cached constructor: it returns one solver per equal
 (game, config) pair, so a resumed run, an evaluation, a script or a notebook reuses what an
-earlier one compiled. `small_game_config` holds tuned settings for Kuhn and Leduc poker.
+earlier one compiled. `SolverConfig` (lcjax.cfr.solver_config) composes the settings
+sections; tuned settings for Kuhn and Leduc poker are `lcjax.config.small_game_config`.
 
 All solver data lives in `SolverState`, a pytree (networks, optimizer states, memories, PRNG
 key, iteration counter), so a run is checkpointed and resumed by saving that pytree.
@@ -27,9 +28,7 @@ key, iteration counter), so a run is checkpointed and resumed by saving that pyt
 from __future__ import annotations
 
 import concurrent.futures
-import dataclasses
 import functools
-import math
 import os
 import time
 from typing import Any, NamedTuple
@@ -43,158 +42,11 @@ from lcjax.cfr.memory import Reservoir, reservoir_add, reservoir_init
 from lcjax.cfr.networks import NetworkSpec, init_params, make_apply, network_graphdef
 from lcjax.cfr.policy import average_policy, bind, current_policy, make_act
 from lcjax.cfr.samples import AdvantageSample, StrategySample
+from lcjax.cfr.solver_config import SolverConfig
 from lcjax.cfr.training import advantage_loss, make_optimizer, strategy_loss, train_steps
 
 Array = jax.Array
 Params = Any
-
-SCHEMES = ("external", "probe")
-LR_SCHEDULES = ("constant", "cosine", "linear")
-PRECISIONS = ("float32", "bfloat16")
-STRATEGY_LOSSES = ("cross_entropy", "mse")
-
-
-@dataclasses.dataclass(frozen=True)
-class SolverConfig:
-    """Everything that shapes a Deep CFR run (hashable: it is static under `jit`).
-
-    Attributes:
-      scheme: traversal scheme, "external" or "probe".
-      traversals_per_player: traversals per player per iteration (rounded up to whole
-        chunks of `traversal_batch`).
-      traversal_batch: traversals advanced together in one jitted call.
-      branch_probability: probe only: chance that a traverser node is probed.
-      max_probes: probe only: probed nodes kept per traversal.
-      max_steps: probe only: bound on a trajectory's or rollout's length.
-      rollout_batch: probe only: lanes of the probe loops (trajectories, and separately
-        rollouts, advanced together; a finished lane takes the next one). 0 = 2048.
-      max_depth: external only: stack frames per traversal.
-      max_advantage: external only: advantage samples kept per traversal.
-      node_budget: external only: stop a traversal after this many states (0 = none).
-      max_strategy: strategy samples kept per traversal.
-      hidden_size, num_layers, skip_connections, layer_norm: network architecture (all
-        three networks share it).
-      precision: compute dtype of the networks, "float32" or "bfloat16".
-      advantage_steps, advantage_batch: Adam steps and minibatch size per advantage phase.
-      strategy_steps, strategy_batch: the same for the strategy network.
-      learning_rate: Adam learning rate.
-      strategy_learning_rate: the strategy network's Adam learning rate (0 = learning_rate).
-      lr_schedule: "constant", or "cosine"/"linear": within every training phase the rate
-        decays from `learning_rate` to 0 over the phase's steps (restarting each phase, also
-        for networks that continue from their previous parameters), so each phase ends on a
-        low-noise fit.
-      grad_clip: global gradient-norm clip (0 = none).
-      warm_start: continue the advantage networks from the last iteration instead of
-        re-initializing them.
-      strategy_loss: "cross_entropy" or "mse".
-      advantage_weight_power, strategy_weight_power: a sample of iteration t weighs
-        t ** power in its network's loss: 1 is Linear CFR, 0 weighs every iteration alike
-        (vanilla CFR regrets, uniform average strategy), 2 favours recent iterations more
-        (as DCFR's gamma = 2 does for the average strategy). The reservoirs store the weight.
-      strategy_train_every: train the strategy network every this many iterations (it
-        always continues from its previous parameters; the reservoir holds all data).
-      advantage_capacity, strategy_capacity: reservoir sizes (items).
-      observation_storage: dtype observations are stored in, "float32" or "bfloat16".
-      fast_compile: compile the phases with cheaper XLA CPU settings (LLVM -O1, classic
-        fusion emitters): about a third less compile time on CPU, at some cost in speed for
-        large networks; worth it for short runs. Ignored where this XLA lacks the options.
-    """
-
-    scheme: str = "external"
-    traversals_per_player: int = 1024
-    traversal_batch: int = 1024
-    branch_probability: float = 0.2
-    max_probes: int = 8
-    max_steps: int = 512
-    rollout_batch: int = 0
-    max_depth: int = 16
-    max_advantage: int = 64
-    node_budget: int = 0
-    max_strategy: int = 64
-    hidden_size: int = 64
-    num_layers: int = 2
-    skip_connections: bool = False
-    layer_norm: bool = False
-    precision: str = "float32"
-    advantage_steps: int = 200
-    advantage_batch: int = 512
-    strategy_steps: int = 200
-    strategy_batch: int = 512
-    learning_rate: float = 1e-3
-    strategy_learning_rate: float = 0.0
-    lr_schedule: str = "constant"
-    grad_clip: float = 1.0
-    warm_start: bool = False
-    strategy_loss: str = "cross_entropy"
-    advantage_weight_power: float = 1.0
-    strategy_weight_power: float = 1.0
-    strategy_train_every: int = 1
-    advantage_capacity: int = 1_000_000
-    strategy_capacity: int = 1_000_000
-    observation_storage: str = "float32"
-    fast_compile: bool = False
-
-    def __post_init__(self):
-        def need(ok, field, allowed):
-            if not ok:
-                raise ValueError(f"SolverConfig.{field}={getattr(self, field)!r} is invalid: {allowed}")
-
-        need(self.scheme in SCHEMES, "scheme", f"allowed: {', '.join(SCHEMES)}")
-        need(self.precision in PRECISIONS, "precision", f"allowed: {', '.join(PRECISIONS)}")
-        need(self.observation_storage in PRECISIONS, "observation_storage", f"allowed: {', '.join(PRECISIONS)}")
-        need(self.lr_schedule in LR_SCHEDULES, "lr_schedule", f"allowed: {', '.join(LR_SCHEDULES)}")
-        need(self.strategy_loss in STRATEGY_LOSSES, "strategy_loss", f"allowed: {', '.join(STRATEGY_LOSSES)}")
-        need(0.0 < self.branch_probability <= 1.0, "branch_probability", "must be in (0, 1]")
-        for name in (
-            "traversals_per_player", "traversal_batch", "max_probes", "max_steps", "max_depth", "max_advantage",
-            "max_strategy", "hidden_size", "advantage_steps", "advantage_batch", "strategy_steps",
-            "strategy_batch", "strategy_train_every", "advantage_capacity", "strategy_capacity",
-        ):
-            need(isinstance(getattr(self, name), int) and getattr(self, name) > 0, name, "must be a positive integer")
-        for name in ("num_layers", "node_budget", "rollout_batch"):
-            need(isinstance(getattr(self, name), int) and getattr(self, name) >= 0, name, "must be an integer >= 0")
-        need(self.learning_rate > 0, "learning_rate", "must be positive")
-        need(self.strategy_learning_rate >= 0, "strategy_learning_rate", "must be >= 0 (0 = learning_rate)")
-        need(self.grad_clip >= 0, "grad_clip", "must be >= 0")
-        for name in ("advantage_weight_power", "strategy_weight_power"):
-            need(0.0 <= getattr(self, name) <= 4.0, name, "must be in [0, 4]")
-
-    @property
-    def num_chunks(self) -> int:
-        return math.ceil(self.traversals_per_player / self.traversal_batch)
-
-
-# Per-game defaults for the small benchmark games, tuned with `scripts/solve_small.py` on a
-# 2-core CPU (see that script); fields not listed keep SolverConfig's defaults.
-_SMALL_GAME_DEFAULTS: dict[tuple[str, str], dict[str, Any]] = {}
-# Kuhn: tiny networks; fast compilation matters most in a 60 s budget. Warm-started advantage
-# networks with a per-phase cosine learning rate fit far better than ones retrained from
-# scratch in the same number of steps, and regrets weighted t^2 (more forgetting than Linear
-# CFR) gave the steadiest decline. Buffers: a Kuhn traversal makes at most 2 traverser and 2
-# opponent decisions.
-_KUHN = dict(
-    traversals_per_player=256, traversal_batch=256, hidden_size=32, num_layers=2,
-    advantage_steps=100, advantage_batch=256, strategy_steps=100, strategy_batch=1024,
-    learning_rate=1e-3, lr_schedule="cosine", warm_start=True, advantage_weight_power=2.0,
-    advantage_capacity=200_000, strategy_capacity=200_000, fast_compile=True,
-)
-_SMALL_GAME_DEFAULTS["kuhn", "external"] = dict(_KUHN, max_depth=3, max_advantage=2, max_strategy=2)
-_SMALL_GAME_DEFAULTS["kuhn", "probe"] = dict(_KUHN, branch_probability=0.5, max_probes=2, max_steps=4, max_strategy=2)
-# Leduc: on CPU the advantage training dominates an iteration (traversal is a few percent),
-# and a 64x2 network underfits the regrets badly; 128x3 with batch 1024 at 3e-3 fits them
-# about twice as well per phase. The strategy network tracks the average of the sampled
-# strategies closely, so it trains every 5 iterations only. Buffers: an external traversal
-# makes at most 12 traverser and 12 opponent decisions, a path at most 4 traverser ones, and
-# a game lasts at most 8 moves.
-_LEDUC = dict(
-    traversals_per_player=1024, traversal_batch=1024, hidden_size=128, num_layers=3,
-    advantage_steps=200, advantage_batch=1024, strategy_steps=200, strategy_batch=1024,
-    learning_rate=3e-3, lr_schedule="cosine", warm_start=True, advantage_weight_power=2.0,
-    strategy_train_every=5, advantage_capacity=2_000_000, strategy_capacity=2_000_000,
-)
-_SMALL_GAME_DEFAULTS["leduc", "external"] = dict(_LEDUC, max_depth=5, max_advantage=12, max_strategy=12)
-_SMALL_GAME_DEFAULTS["leduc", "probe"] = dict(_LEDUC, branch_probability=0.5, max_probes=4, max_steps=10, max_strategy=4)
-
 
 _FAST_COMPILE = {"xla_backend_optimization_level": 1, "xla_cpu_use_fusion_emitters": False}
 
@@ -236,29 +88,6 @@ def _phase_schedule(learning_rate: float, kind: str, num_steps: int):
     return schedule
 
 
-def small_game_config(game_name: str, scheme: str = "external", **overrides: Any) -> SolverConfig:
-    """The tuned SolverConfig for Kuhn or Leduc poker with `scheme`, with `overrides` applied.
-
-    Args:
-      game_name: "kuhn" or "leduc" (OpenSpiel's "kuhn_poker"/"leduc_poker" also work).
-      scheme: "external" or "probe".
-      **overrides: SolverConfig fields that replace the tuned values.
-
-    Raises:
-      ValueError: unknown game or scheme, or an override that is not a SolverConfig field
-        (SolverConfig itself rejects invalid values).
-    """
-    name = game_name.removesuffix("_poker")
-    if (name, scheme) not in _SMALL_GAME_DEFAULTS:
-        games = sorted({g for g, _ in _SMALL_GAME_DEFAULTS})
-        raise ValueError(f"no small-game config for game={game_name!r} scheme={scheme!r}: games {games}, schemes {SCHEMES}")
-    fields = {f.name for f in dataclasses.fields(SolverConfig)}
-    unknown = sorted(set(overrides) - fields)
-    if unknown:
-        raise ValueError(f"not SolverConfig fields: {', '.join(unknown)}")
-    return SolverConfig(scheme=scheme, **{**_SMALL_GAME_DEFAULTS[name, scheme], **overrides})
-
-
 class SolverState(NamedTuple):
     """All of a Deep CFR run's data; a pytree.
 
@@ -292,16 +121,16 @@ class _Phases:
     """
 
     def __init__(self, game, config: SolverConfig):
-        c = config
+        c = config.optimization
         self.config = config
         self.spec = NetworkSpec(
             in_size=game.observation_size,
             out_size=game.num_actions,
-            hidden_size=c.hidden_size,
-            num_layers=c.num_layers,
-            skip_connections=c.skip_connections,
-            layer_norm=c.layer_norm,
-            dtype=c.precision,
+            hidden_size=config.network.hidden_size,
+            num_layers=config.network.num_layers,
+            skip_connections=config.network.skip_connections,
+            layer_norm=config.network.layer_norm,
+            dtype=config.precision,
         )
         self.apply_fn = make_apply(network_graphdef(self.spec))
         clip = c.grad_clip if c.grad_clip > 0 else None
@@ -332,21 +161,12 @@ class _Phases:
                 batch_size=c.strategy_batch,
             )
         )
-        if c.scheme == "external":
-            cfg = tr.ExternalConfig(
-                max_depth=c.max_depth, max_advantage=c.max_advantage, max_strategy=c.max_strategy, node_budget=c.node_budget
-            )
-            traverse = functools.partial(tr.external_sampling, game, self.apply_fn, cfg)
+        t = config.traversal
+        if t.scheme == "external":
+            traverse = functools.partial(tr.external_sampling, game, self.apply_fn, t.external)
         else:
-            cfg = tr.ProbeConfig(
-                branch_probability=c.branch_probability,
-                max_probes=c.max_probes,
-                max_strategy=c.max_strategy,
-                max_steps=c.max_steps,
-                rollout_batch=c.rollout_batch,
-            )
-            traverse = functools.partial(tr.probe_sampling, game, self.apply_fn, cfg)
-        self.traverse = jit(lambda params, player, t, key: traverse(params, player, t, key, c.traversal_batch))
+            traverse = functools.partial(tr.probe_sampling, game, self.apply_fn, t.probe)
+        self.traverse = jit(lambda params, player, it, key: traverse(params, player, it, key, t.traversal_batch))
         self.add_advantage = jit(functools.partial(_add_weighted, c.advantage_weight_power), donate_argnums=(1,))
         self.add_strategy = jit(functools.partial(_add_weighted, c.strategy_weight_power), donate_argnums=(1,))
         self.fresh_network = jax.jit(self._fresh_network)
@@ -363,7 +183,7 @@ class _Phases:
     def _iteration_keys(self, key):
         """(next state key, [2, chunks, 3] chunk keys (traverse, add advantage, add strategy),
         [5] keys: player 0's (init, train), player 1's (init, train), strategy train)."""
-        n = self.config.num_chunks
+        n = self.config.traversal.num_chunks
         key, k_chunks, k_rest = jax.random.split(key, 3)
         return key, jax.random.split(k_chunks, 2 * n * 3).reshape(2, n, 3), jax.random.split(k_rest, 5)
 
@@ -405,14 +225,15 @@ class DeepCFR:
         mask = jax.ShapeDtypeStruct((a,), jnp.bool_)
         vec = jax.ShapeDtypeStruct((a,), jnp.float32)
         t = jax.ShapeDtypeStruct((), jnp.float32)
-        store = None if self.config.observation_storage == "float32" else jnp.dtype(self.config.observation_storage)
+        storage = self.config.memory.observation_storage
+        store = None if storage == "float32" else jnp.dtype(storage)
         adv = (AdvantageSample(obs, mask, vec, t), AdvantageSample(store, None, None, None))
         strat = (StrategySample(obs, mask, vec, t), StrategySample(store, None, None, None))
         return adv, strat
 
     def init(self, key: Array) -> SolverState:
         """A fresh solver state: random networks, empty memories, iteration 0."""
-        c = self.config
+        c = self.config.memory
         key, k0, k1, ks = jax.random.split(key, 4)
         adv0, adv1 = self._fresh_network(k0), self._fresh_network(k1)
         strat_params, strat_opt = self._fresh_network(ks)
@@ -492,7 +313,7 @@ class DeepCFR:
             timing["advantage_train"] += time.perf_counter() - t0
         strat_params, strat_opt = state.strategy_params, state.strategy_opt
         iteration = int(state.iteration) + 1
-        if iteration % self.config.strategy_train_every == 0:
+        if iteration % self.config.optimization.strategy_train_every == 0:
             t0 = time.perf_counter()
             strat_params, strat_opt, fit = self._train_strategy(keys[4], strat_params, strat_opt, strat_memory)
             metrics.update(_strategy_fit_metrics(fit))
@@ -535,7 +356,7 @@ class DeepCFR:
 
         Continues from `params`/`opt` with `warm_start`, else from a network drawn with `k_init`.
         """
-        if not self.config.warm_start:
+        if not self.config.optimization.warm_start:
             params, opt = self._fresh_network(k_init)
         return self._train_advantage(k_train, params, opt, memory)
 

@@ -19,25 +19,31 @@ import numpy as np
 import pytest
 
 from lcjax.cfr import exploitability as ex
-from lcjax.cfr.solver import DeepCFR, SolverConfig, make_solver, small_game_config
+from lcjax.cfr.memory import MemoryConfig
+from lcjax.cfr.networks import NetworkConfig
+from lcjax.cfr.solver import DeepCFR, SolverConfig, make_solver
+from lcjax.cfr.solver_config import TraversalConfig
+from lcjax.cfr.training import OptimizationConfig
+from lcjax.cfr.traversal import ProbeConfig
+from lcjax.config import small_game_config
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", ".."))
 from scripts import solve_small  # noqa: E402
 
 GAME = solve_small.GAMES["kuhn"]
-# Small networks and batches; every field here is also passed to the script as --set.
-TINY = dict(
-    traversals_per_player=128,
-    traversal_batch=128,
-    hidden_size=16,
-    advantage_steps=100,
-    advantage_batch=128,
-    strategy_steps=100,
-    strategy_batch=128,
-    advantage_capacity=50_000,
-    strategy_capacity=50_000,
-    strategy_train_every=1,
-)
+# Small networks and batches, by key path; every key here is also passed to the script as --set.
+TINY = {
+    "traversal.traversals_per_player": 128,
+    "traversal.traversal_batch": 128,
+    "network.hidden_size": 16,
+    "optimization.advantage_steps": 100,
+    "optimization.advantage_batch": 128,
+    "optimization.strategy_steps": 100,
+    "optimization.strategy_batch": 128,
+    "memory.advantage_capacity": 50_000,
+    "memory.strategy_capacity": 50_000,
+    "optimization.strategy_train_every": 1,
+}
 SEED = 0
 TARGET = 0.05
 MAX_ITERATIONS = 40
@@ -116,14 +122,15 @@ def test_metrics_have_documented_keys_and_sane_values(run, config):
                 assert value >= 0, key
         assert m["nonfinite/advantage_0"] == m["nonfinite/advantage_1"] == m["nonfinite/strategy"] == 0
         # Kuhn: every external traversal visits 4 to 7 states and keeps all its samples.
-        assert 4 * 2 * config.traversals_per_player <= m["traversal/nodes"] <= 7 * 2 * config.traversals_per_player
+        per_player = config.traversal.traversals_per_player
+        assert 4 * 2 * per_player <= m["traversal/nodes"] <= 7 * 2 * per_player
         assert m["traversal/evaluations"] < m["traversal/nodes"]
         assert m["traversal/samples"] == m["traversal/advantage_samples"] + m["traversal/strategy_samples"]
         assert m["traversal/advantage_samples"] > 0 and m["traversal/strategy_samples"] > 0
         assert m["traversal/dropped_samples"] == 0 and m["traversal/truncated"] == 0
         assert m["traversal/nodes_per_second"] > 0
-        assert 0 < m["memory/advantage_0"] <= config.advantage_capacity
-        assert 0 < m["memory/strategy"] <= config.strategy_capacity
+        assert 0 < m["memory/advantage_0"] <= config.memory.advantage_capacity
+        assert 0 < m["memory/strategy"] <= config.memory.strategy_capacity
         assert m["time/iteration_seconds"] >= m["time/traversal_seconds"] + m["time/advantage_train_seconds"]
         assert m["loss/advantage_0"] > 0 and m["loss/strategy"] > 0
     # Memories only grow until full.
@@ -156,35 +163,38 @@ def test_same_seed_same_parameters(solver):
 
 
 @pytest.mark.parametrize(
-    "field, value",
+    "section, path, value",
     [
-        ("scheme", "outcome"),
-        ("hidden_size", 0),
-        ("traversals_per_player", -1),
-        ("learning_rate", 0.0),
-        ("branch_probability", 1.5),
-        ("strategy_loss", "hinge"),
-        ("lr_schedule", "step"),
-        ("num_layers", -1),
-        ("grad_clip", -1.0),
+        (TraversalConfig, "traversal.scheme", "outcome"),
+        (NetworkConfig, "network.hidden_size", 0),
+        (TraversalConfig, "traversal.traversals_per_player", -1),
+        (OptimizationConfig, "optimization.learning_rate", 0.0),
+        (ProbeConfig, "traversal.probe.branch_probability", 1.5),
+        (OptimizationConfig, "optimization.strategy_loss", "hinge"),
+        (OptimizationConfig, "optimization.lr_schedule", "step"),
+        (NetworkConfig, "network.num_layers", -1),
+        (OptimizationConfig, "optimization.grad_clip", -1.0),
+        (MemoryConfig, "memory.observation_storage", "float16"),
     ],
 )
-def test_bad_config_value_names_the_field(field, value):
+def test_bad_config_value_names_the_field(section, path, value):
+    field = path.rsplit(".", 1)[1]
     with pytest.raises(ValueError, match=rf"\b{field}\b"):
-        SolverConfig(**{field: value})
+        section(**{field: value})
     if field != "scheme":  # small_game_config takes the scheme as its own argument
-        with pytest.raises(ValueError, match=rf"\b{field}\b"):
-            small_game_config("kuhn", "external", **{field: value})
+        with pytest.raises(ValueError, match=rf"\b{path}\b"):
+            small_game_config("kuhn", "external", **{path: value})
 
 
 def test_small_game_config_rejects_unknown_names():
     with pytest.raises(ValueError, match="hiden_size"):
-        small_game_config("kuhn", "external", hiden_size=8)
+        small_game_config("kuhn", "external", **{"network.hiden_size": 8})
     with pytest.raises(ValueError, match="go"):
         small_game_config("go", "external")
     assert small_game_config("leduc_poker", "probe") == small_game_config("leduc", "probe")
-    assert dataclasses.replace(small_game_config("kuhn", "external"), hidden_size=8) == small_game_config(
-        "kuhn", "external", hidden_size=8
+    base = small_game_config("kuhn", "external")
+    assert dataclasses.replace(base, network=dataclasses.replace(base.network, hidden_size=8)) == small_game_config(
+        "kuhn", "external", **{"network.hidden_size": 8}
     )
 
 
@@ -207,7 +217,7 @@ def test_script_policy_loads_into_openspiel(tmp_path):
     assert [r["nodes"] for r in rows] == sorted(r["nodes"] for r in rows)
     assert final["exploitability"] == rows[-1]["exploitability"]
     config = json.loads((tmp_path / "config.json").read_text())
-    assert config["hidden_size"] == TINY["hidden_size"] and config["seed"] == 3
+    assert config["network"]["hidden_size"] == TINY["network.hidden_size"] and config["seed"] == 3
 
     exported = json.loads((tmp_path / "policy.json").read_text())
     game = pyspiel.load_game("kuhn_poker")

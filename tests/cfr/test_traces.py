@@ -18,7 +18,8 @@ import pytest
 from lcjax.cfr import policy
 from lcjax.cfr import solver as solver_module
 from lcjax.cfr import traversal as tr
-from lcjax.cfr.solver import make_solver, small_game_config
+from lcjax.cfr.solver import make_solver
+from lcjax.config import small_game_config
 from lcjax.env.kuhn import KuhnPoker
 from lcjax.env.lost_cities import LostCities
 from lcjax.evaluate import agent_act, evaluate_exploitability
@@ -27,17 +28,19 @@ from lcjax.evaluate import agent_act, evaluate_exploitability
 CONFIG = small_game_config(
     "kuhn",
     "external",
-    traversals_per_player=8,
-    traversal_batch=8,
-    hidden_size=5,
-    num_layers=1,
-    advantage_steps=3,
-    advantage_batch=8,
-    strategy_steps=3,
-    strategy_batch=8,
-    advantage_capacity=40,
-    strategy_capacity=40,
-    strategy_train_every=1,
+    **{
+        "traversal.traversals_per_player": 8,
+        "traversal.traversal_batch": 8,
+        "network.hidden_size": 5,
+        "network.num_layers": 1,
+        "optimization.advantage_steps": 3,
+        "optimization.advantage_batch": 8,
+        "optimization.strategy_steps": 3,
+        "optimization.strategy_batch": 8,
+        "memory.advantage_capacity": 40,
+        "memory.strategy_capacity": 40,
+        "optimization.strategy_train_every": 1,
+    },
 )
 
 
@@ -76,7 +79,8 @@ def test_solver_phases_trace_once_per_config(traced_once):
 def test_equal_configs_share_the_arena_act():
     """The arena compiles one match per act object: an equal (game, config) must give the
     same act, so evaluating a second solver reuses the first one's compiled match."""
-    config = dataclasses.replace(CONFIG, max_strategy=3)
+    external = dataclasses.replace(CONFIG.traversal.external, max_strategy=3)
+    config = dataclasses.replace(CONFIG, traversal=dataclasses.replace(CONFIG.traversal, external=external))
     for kind in ("average", "current"):
         act, _ = agent_act(make_solver(LostCities(), config), kind)
         again, _ = agent_act(make_solver(LostCities(), dataclasses.replace(config)), kind)

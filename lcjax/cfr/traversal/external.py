@@ -25,6 +25,7 @@ Exact on Kuhn and Leduc; a Lost Cities traversal is far too large to finish.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, NamedTuple
 
 import jax
@@ -40,12 +41,14 @@ from lcjax.cfr.traversal.results import (
     sample_row_width,
     strategy_samples,
 )
+from lcjax.settings import Int, Settings, setting
 
 Array = jax.Array
 
 
-class ExternalConfig(NamedTuple):
-    """Static sizes of the external-sampling traversal.
+@dataclasses.dataclass(frozen=True)
+class ExternalConfig(Settings):
+    """Static sizes of the external-sampling traversal (the `traversal.external` settings).
 
     Attributes:
       max_depth: stack frames per traversal: 1 + the most traverser decisions on a path.
@@ -56,11 +59,11 @@ class ExternalConfig(NamedTuple):
         finishes its traversal starts the next one not yet started. 0 = min(B, 1024).
     """
 
-    max_depth: int
-    max_advantage: int
-    max_strategy: int
-    node_budget: int = 0
-    lanes: int = 0
+    max_depth: int = setting(16, Int(1))
+    max_advantage: int = setting(64, Int(1))
+    max_strategy: int = setting(64, Int(1))
+    node_budget: int = setting(0, Int(0))
+    lanes: int = setting(0, Int(0))
 
 
 class _Setup(NamedTuple):

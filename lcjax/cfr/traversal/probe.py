@@ -21,6 +21,7 @@ Two loops, each over a refilled pool of lanes (`lanes.refill`):
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, NamedTuple
 
 import jax
@@ -36,14 +37,16 @@ from lcjax.cfr.traversal.results import (
     sample_row_width,
     strategy_samples,
 )
+from lcjax.settings import Float, Int, Settings, setting
 
 Array = jax.Array
 
 _DEFAULT_LANES = 2048
 
 
-class ProbeConfig(NamedTuple):
-    """Static sizes of the probe traversal.
+@dataclasses.dataclass(frozen=True)
+class ProbeConfig(Settings):
+    """Static sizes of the probe traversal (the `traversal.probe` settings).
 
     Attributes:
       branch_probability: chance that a traverser node on the main trajectory is probed.
@@ -56,11 +59,11 @@ class ProbeConfig(NamedTuple):
         one). 0 = 2048 (or fewer when there are fewer trajectories or rollouts).
     """
 
-    branch_probability: float
-    max_probes: int
-    max_strategy: int
-    max_steps: int
-    rollout_batch: int = 0
+    branch_probability: float = setting(0.2, Float(0.0, 1.0, lo_open=True))
+    max_probes: int = setting(8, Int(1))
+    max_strategy: int = setting(64, Int(1))
+    max_steps: int = setting(512, Int(1))
+    rollout_batch: int = setting(0, Int(0))
 
 
 class _Setup(NamedTuple):

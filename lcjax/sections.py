@@ -1,0 +1,142 @@
+"""The run's own settings sections of a run file (`lcjax.config`): run, rules, the run's
+memory section, checkpoint and evaluation. The solver's sections (network, traversal,
+optimization, memory) are declared in the lcjax.cfr modules that use them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from lcjax.cfr.memory import MemoryConfig
+from lcjax.cfr.networks import PRECISIONS
+from lcjax.env.lost_cities import Rules
+from lcjax.settings import Bool, Check, Choice, ConfigError, Float, Int, Settings, did_you_mean, setting, to_dict
+
+RUN_PRECISIONS = (*PRECISIONS, "auto")
+EVAL_POLICIES = ("average", "current")
+
+
+# ---------------------------------------------------------------------------- checks
+class _Name(Check):
+    def describe(self) -> str:
+        return "a non-empty string without '/' or '\\'"
+
+    def __call__(self, value):
+        if not isinstance(value, str) or not value.strip() or "/" in value or "\\" in value or value in (".", ".."):
+            raise self.fail(value)
+        return value
+
+
+class _Bots(Check):
+    """A list of bot names from `lcjax.env.bots.BOT_NAMES` (or a comma-separated string)."""
+
+    def describe(self) -> str:
+        return "a list of bot names"
+
+    def __call__(self, value):
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        if value is None:
+            value = []
+        if not isinstance(value, (list, tuple)):
+            raise self.fail(value)
+        from lcjax.env.bots import BOT_NAMES
+
+        seen: list[str] = []
+        for name in value:
+            if not isinstance(name, str) or name not in BOT_NAMES:
+                hint = did_you_mean(name, BOT_NAMES) if isinstance(name, str) else ""
+                raise ConfigError(f"unknown bot {name!r}{hint}; allowed bots: {', '.join(BOT_NAMES)}")
+            if name in seen:
+                raise ConfigError(f"bot {name!r} is listed twice in {list(value)!r}")
+            seen.append(name)
+        return tuple(seen)
+
+
+# ---------------------------------------------------------------------------- sections
+@dataclasses.dataclass(frozen=True)
+class RunConfig(Settings):
+    """How long and under what name a run goes.
+
+    Attributes:
+      name: run name (e.g. of its output folder); defaults to the config file's stem.
+      seed: seed of the run's PRNG key.
+      max_iterations: stop after this many Deep CFR iterations.
+      max_minutes: also stop after this many minutes of wall-clock time (None = no limit).
+      precision: network compute dtype: "float32", "bfloat16", or "auto" (bfloat16 on
+        GPU/TPU, float32 on CPU; see `resolve_precision`).
+    """
+
+    name: str = setting("run", _Name())
+    seed: int = setting(0, Int(0))
+    max_iterations: int = setting(100, Int(1))
+    max_minutes: float | None = setting(None, Float(0.0, lo_open=True, nullable=True))
+    precision: str = setting("auto", Choice(RUN_PRECISIONS))
+
+
+_RULES = Rules()
+
+
+@dataclasses.dataclass(frozen=True)
+class RulesConfig(Settings):
+    """The Lost Cities `Rules` (see `lcjax.env.lost_cities.Rules`); defaults: the classic game."""
+
+    n_colors: int = setting(_RULES.n_colors, Int(1, 6))
+    n_ranks: int = setting(_RULES.n_ranks, Int(1))
+    min_rank: int = setting(_RULES.min_rank, Int(0))
+    n_wagers: int = setting(_RULES.n_wagers, Int(0))
+    hand_size: int = setting(_RULES.hand_size, Int(1))
+    expedition_cost: int = setting(_RULES.expedition_cost, Int(0))
+    bonus_threshold: int = setting(_RULES.bonus_threshold, Int(1))
+    bonus: int = setting(_RULES.bonus, Int(0))
+    max_turns: int = setting(_RULES.max_turns, Int(1))
+
+    def __post_init__(self):
+        super().__post_init__()
+        try:
+            self.to_rules()
+        except ValueError as err:
+            # Every field is in range here, so what Rules rejects is hand_size against the deck.
+            raise ConfigError(str(err), "hand_size") from None
+
+    def to_rules(self) -> Rules:
+        """The `lcjax.env.lost_cities.Rules` of these settings."""
+        return Rules(**to_dict(self))
+
+
+@dataclasses.dataclass(frozen=True)
+class RunMemoryConfig(MemoryConfig):
+    """The solver's `MemoryConfig`, plus save_in_checkpoint: whether checkpoints include the
+    reservoirs (needed for an exact resume; they dominate a checkpoint's size)."""
+
+    save_in_checkpoint: bool = setting(True, Bool())
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckpointConfig(Settings):
+    """save_every: iterations between checkpoints; keep: how many recent ones to keep."""
+
+    save_every: int = setting(10, Int(1))
+    keep: int = setting(3, Int(1))
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluationConfig(Settings):
+    """What to measure and how often.
+
+    Lost Cities: every `eval_every` iterations (0 = never) `policy` plays `games` games
+    against each bot of `opponents`; every `extended_every` iterations (0 = never) also
+    `extended_games` against each of `extended_opponents`. Kuhn/Leduc: exact exploitability
+    of `policy` every `eval_every` iterations; the other fields are ignored.
+    """
+
+    eval_every: int = setting(10, Int(0))
+    games: int = setting(1000, Int(1))
+    opponents: tuple[str, ...] = setting(("random",), _Bots())
+    policy: str = setting("average", Choice(EVAL_POLICIES))
+    extended_opponents: tuple[str, ...] = setting((), _Bots())
+    extended_every: int = setting(0, Int(0))
+    extended_games: int = setting(1000, Int(1))
+
+
+__all__ = ["CheckpointConfig", "EvaluationConfig", "RulesConfig", "RunConfig", "RunMemoryConfig"]
