@@ -398,7 +398,7 @@ def test_invalid_value_from_file_names_file_and_line(tmp_path):
     [
         ("branch_probability: 0.1", "traversal.probe.branch_probability"),
         ("max_depth: 4", "traversal.external.max_depth"),
-        ("max_strategy: 4", "traversal.external.max_strategy and traversal.probe.max_strategy"),
+        ("max_strategy: 4", "traversal.external.max_strategy and traversal.probe.max_strategy and traversal.value.max_strategy"),
     ],
 )
 def test_flat_traversal_keys_name_their_new_place(tmp_path, old, new):

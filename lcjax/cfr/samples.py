@@ -44,3 +44,20 @@ class StrategySample(NamedTuple):
     mask: Array
     strategy: Array
     iteration: Array
+
+
+class ValueSample(NamedTuple):
+    """A realized return after one action, for the history-value network Q(h, a).
+
+    Attributes:
+      history: float32[H], the history `game.observe_history(state)` (acting player's view
+        plus the opponent's private cards).
+      action: bool[A], one-hot of the action taken.
+      target: float32 scalar, the acting player's final return divided by the return scale.
+      iteration: float32 scalar, the CFR iteration t whose strategies played the game.
+    """
+
+    history: Array
+    action: Array
+    target: Array
+    iteration: Array

@@ -3,7 +3,9 @@
 `DeepCFR(game, config)` binds a game of `lcjax.env.protocol` and a `SolverConfig`, and
 compiles each phase once:
 
-* traversal (`external` or `probe`, see `lcjax.cfr.traversal`), in chunks of
+* history value (scheme `value` only, `lcjax.cfr.history_value`): on-policy games and the
+  fit of Q(h, a) that the traversals read regrets from;
+* traversal (`external`, `probe` or `value`, see `lcjax.cfr.traversal`), in chunks of
   `traversal_batch` traversals so memory stays bounded;
 * memory add: on-device reservoir insertion of the chunk's valid samples, each weighted
   t ** `*_weight_power` (Linear CFR by default);
@@ -35,15 +37,15 @@ from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from lcjax.cfr import traversal as tr
+from lcjax.cfr.history_value import HistoryValue
 from lcjax.cfr.memory import Reservoir, reservoir_add, reservoir_init
 from lcjax.cfr.networks import NetworkSpec, init_params, make_apply, network_graphdef
 from lcjax.cfr.policy import average_policy, bind, current_policy, make_act
 from lcjax.cfr.samples import AdvantageSample, StrategySample
 from lcjax.cfr.solver_config import SolverConfig
-from lcjax.cfr.training import advantage_loss, make_optimizer, strategy_loss, train_steps
+from lcjax.cfr.training import advantage_loss, make_optimizer, phase_schedule, strategy_loss, train_steps
 
 Array = jax.Array
 Params = Any
@@ -70,24 +72,6 @@ def _add_weighted(power: float, key, reservoir, items, valid):
     return reservoir_add(key, reservoir, items, valid)
 
 
-def _phase_schedule(learning_rate: float, kind: str, num_steps: int):
-    """The learning rate as a function of the optimizer's update count (see `lr_schedule`).
-
-    A phase applies `num_steps` updates, so `count % num_steps` is the position within the
-    current phase whether the optimizer state is fresh or continued.
-    """
-    if kind == "constant":
-        return learning_rate
-
-    def schedule(count):
-        frac = (count % num_steps).astype(jnp.float32) / num_steps
-        if kind == "cosine":
-            return learning_rate * 0.5 * (1.0 + jnp.cos(jnp.pi * frac))
-        return learning_rate * (1.0 - frac)
-
-    return schedule
-
-
 class SolverState(NamedTuple):
     """All of a Deep CFR run's data; a pytree.
 
@@ -100,6 +84,8 @@ class SolverState(NamedTuple):
       strategy_opt: its optax state.
       advantage_memory: (player 0's, player 1's) Reservoir of AdvantageSample.
       strategy_memory: Reservoir of StrategySample.
+      value_params: the history-value network's parameters (scheme "value"; else ()).
+      value_opt: its optax state (else ()).
     """
 
     iteration: Array
@@ -110,6 +96,8 @@ class SolverState(NamedTuple):
     strategy_opt: Any
     advantage_memory: tuple[Reservoir, Reservoir]
     strategy_memory: Reservoir
+    value_params: Params = ()
+    value_opt: Any = ()
 
 
 class _Phases:
@@ -136,9 +124,9 @@ class _Phases:
         clip = c.grad_clip if c.grad_clip > 0 else None
         # Both optimizers have the same state structure (the schedule is not part of it), so
         # `self.optimizer.init` serves both networks.
-        self.optimizer = make_optimizer(_phase_schedule(c.learning_rate, c.lr_schedule, c.advantage_steps), clip)
+        self.optimizer = make_optimizer(phase_schedule(c.learning_rate, c.lr_schedule, c.advantage_steps), clip)
         strategy_lr = c.strategy_learning_rate or c.learning_rate
-        strategy_optimizer = make_optimizer(_phase_schedule(strategy_lr, c.lr_schedule, c.strategy_steps), clip)
+        strategy_optimizer = make_optimizer(phase_schedule(strategy_lr, c.lr_schedule, c.strategy_steps), clip)
         jit = functools.partial(jax.jit, compiler_options=_fast_compile_options() if c.fast_compile else None)
         # `make_train_fn`'s program, jitted here so that it takes the compiler options.
         self.train_advantage = jit(
@@ -162,11 +150,9 @@ class _Phases:
             )
         )
         t = config.traversal
-        if t.scheme == "external":
-            traverse = functools.partial(tr.external_sampling, game, self.apply_fn, t.external)
-        else:
-            traverse = functools.partial(tr.probe_sampling, game, self.apply_fn, t.probe)
-        self.traverse = jit(lambda params, player, it, key: traverse(params, player, it, key, t.traversal_batch))
+        self.history_value = HistoryValue(game, config, self.apply_fn, jit) if t.scheme == "value" else None
+        value_apply = self.history_value.apply_fn if self.history_value else None
+        self.traverse = jit(tr.traversal_fn(game, self.apply_fn, t, value_apply))
         self.add_advantage = jit(functools.partial(_add_weighted, c.advantage_weight_power), donate_argnums=(1,))
         self.add_strategy = jit(functools.partial(_add_weighted, c.strategy_weight_power), donate_argnums=(1,))
         self.fresh_network = jax.jit(self._fresh_network)
@@ -182,10 +168,12 @@ class _Phases:
 
     def _iteration_keys(self, key):
         """(next state key, [2, chunks, 3] chunk keys (traverse, add advantage, add strategy),
-        [5] keys: player 0's (init, train), player 1's (init, train), strategy train)."""
+        [6] keys: player 0's (init, train), player 1's (init, train), strategy train, value)."""
         n = self.config.traversal.num_chunks
         key, k_chunks, k_rest = jax.random.split(key, 3)
-        return key, jax.random.split(k_chunks, 2 * n * 3).reshape(2, n, 3), jax.random.split(k_rest, 5)
+        # The value key is folded in, so the other five keys are those of runs before it.
+        rest = jnp.concatenate([jax.random.split(k_rest, 5), jax.random.fold_in(k_rest, 5)[None]])
+        return key, jax.random.split(k_chunks, 2 * n * 3).reshape(2, n, 3), rest
 
 
 class DeepCFR:
@@ -239,6 +227,9 @@ class DeepCFR:
         strat_params, strat_opt = self._fresh_network(ks)
         (adv_example, adv_store), (strat_example, strat_store) = self._example_samples()
         memory = tuple(reservoir_init(c.advantage_capacity, adv_example, adv_store) for _ in range(2))
+        value_params, value_opt = (), ()
+        if self._phases.history_value is not None:
+            value_params, value_opt = self._phases.history_value.fresh(jax.random.fold_in(key, 1))
         return SolverState(
             iteration=jnp.int32(0),
             key=key,
@@ -248,6 +239,8 @@ class DeepCFR:
             strategy_opt=strat_opt,
             advantage_memory=memory,
             strategy_memory=reservoir_init(c.strategy_capacity, strat_example, strat_store),
+            value_params=value_params,
+            value_opt=value_opt,
         )
 
     # ----------------------------------------------------------------- compilation
@@ -264,7 +257,7 @@ class DeepCFR:
         key, chunk_keys, keys = self._iteration_keys(state.key)
         t_next = (state.iteration + 1).astype(jnp.float32)
         k = chunk_keys[0, 0, 0]
-        trav_args = (state.advantage_params, self._players[0], t_next, k)
+        trav_args = (state.advantage_params, state.value_params, self._players[0], t_next, k)
         result = jax.eval_shape(self._traverse, *trav_args)
         lowered = [
             self._traverse.lower(*trav_args),
@@ -273,6 +266,8 @@ class DeepCFR:
             self._train_advantage.lower(k, state.advantage_params[0], state.advantage_opt[0], state.advantage_memory[0]),
             self._train_strategy.lower(k, state.strategy_params, state.strategy_opt, state.strategy_memory),
         ]
+        if self._phases.history_value is not None:
+            lowered += self._phases.history_value.lowered(k, state.advantage_params, state.value_params, state.value_opt, t_next)
         with concurrent.futures.ThreadPoolExecutor(max_workers=min(len(lowered), os.cpu_count() or 1)) as pool:
             # Compiling populates each jitted function's cache, so later calls reuse it.
             list(pool.map(lambda lowered: lowered.compile(), lowered))
@@ -287,7 +282,10 @@ class DeepCFR:
         advantage_train, strategy_train, compile: the first call's `precompile`, and the
         whole iteration); `traversal/*` counters; `memory/*` sizes; `loss/*` and
         `nonfinite/*` of the training phases (`*/strategy` only on iterations that train the
-        strategy network).
+        strategy network); `fve/advantage_<p>`, the share of the regret targets' power the
+        fit explains (1 - loss / the loss of predicting zeros). Scheme "value" adds
+        `loss/value`, `fve/value`, `nonfinite/value`, `value/*` and `time/value_*_seconds`
+        (see `lcjax.cfr.history_value`).
         """
         t_start = time.perf_counter()
         compile_seconds = self.precompile(state)
@@ -300,15 +298,23 @@ class DeepCFR:
         adv_memory = list(state.advantage_memory)
         strat_memory = state.strategy_memory
         metrics: dict[str, float] = {}
+        value_params, value_opt = state.value_params, state.value_opt
+        if self._phases.history_value is not None:  # Q of the current strategies, before traversing
+            value_params, value_opt, value_metrics = self._phases.history_value.fit(
+                keys[5], state.advantage_params, value_params, value_opt, t_next
+            )
+            metrics.update(value_metrics)
         for player in (0, 1):
             adv_memory[player], strat_memory = self._collect_samples(
-                tuple(adv_params), player, t_next, chunk_keys[player], adv_memory[player], strat_memory, timing, totals
+                tuple(adv_params), value_params, player, t_next, chunk_keys[player], adv_memory[player], strat_memory,
+                timing, totals,
             )
             t0 = time.perf_counter()
             adv_params[player], adv_opt[player], fit = self._fit_advantage(
                 keys[2 * player], keys[2 * player + 1], adv_params[player], adv_opt[player], adv_memory[player]
             )
             metrics[f"loss/advantage_{player}"] = float(fit.loss)
+            metrics[f"fve/advantage_{player}"] = _explained(fit)
             metrics[f"nonfinite/advantage_{player}"] = int(fit.nonfinite_steps)
             timing["advantage_train"] += time.perf_counter() - t0
         strat_params, strat_opt = state.strategy_params, state.strategy_opt
@@ -327,11 +333,13 @@ class DeepCFR:
             strategy_opt=strat_opt,
             advantage_memory=tuple(adv_memory),
             strategy_memory=strat_memory,
+            value_params=value_params,
+            value_opt=value_opt,
         )
         metrics.update(_phase_metrics(timing, totals, compile_seconds, time.perf_counter() - t_start, new_state))
         return new_state, {"iteration": iteration, **metrics}
 
-    def _collect_samples(self, adv_params, player, t_next, chunk_keys, adv_memory, strat_memory, timing, totals):
+    def _collect_samples(self, adv_params, value_params, player, t_next, chunk_keys, adv_memory, strat_memory, timing, totals):
         """Traverse `num_chunks` chunks for `player` and add their samples to the memories.
 
         Adds the seconds spent to `timing` ("traversal", "memory_add") and the traversal
@@ -339,7 +347,7 @@ class DeepCFR:
         """
         for k_trav, k_adv, k_strat in chunk_keys:
             t0 = time.perf_counter()
-            result = jax.block_until_ready(self._traverse(adv_params, self._players[player], t_next, k_trav))
+            result = jax.block_until_ready(self._traverse(adv_params, value_params, self._players[player], t_next, k_trav))
             t1 = time.perf_counter()
             adv_memory = self._add_advantage(k_adv, adv_memory, result.advantage, result.advantage_valid)
             strat_memory = self._add_strategy(k_strat, strat_memory, result.strategy, result.strategy_valid)
@@ -399,6 +407,12 @@ class DeepCFR:
         The same object on every call: the arena compiles one match per act object.
         """
         return self._phases.acts[policy]
+
+
+def _explained(fit) -> float:
+    """1 - loss / baseline loss: the share of the targets' power a fit explains (NaN if none)."""
+    baseline = float(fit.baseline_loss)
+    return 1.0 - float(fit.loss) / baseline if baseline > 0 else float("nan")
 
 
 def _strategy_fit_metrics(fit) -> dict[str, float]:

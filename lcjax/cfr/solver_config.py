@@ -21,10 +21,24 @@ import math
 from lcjax.cfr.memory import MemoryConfig
 from lcjax.cfr.networks import PRECISIONS, NetworkConfig
 from lcjax.cfr.training import OptimizationConfig
-from lcjax.cfr.traversal import ExternalConfig, ProbeConfig
-from lcjax.settings import Choice, Int, Settings, nested_paths, section, setting
+from lcjax.cfr.traversal import ExternalConfig, ProbeConfig, ValueConfig
+from lcjax.settings import Check, Choice, Float, Int, Settings, nested_paths, section, setting
 
-SCHEMES = ("external", "probe")
+SCHEMES = ("external", "probe", "value")
+
+
+class _OptionalName(Check):
+    """A non-empty name, or null."""
+
+    def describe(self) -> str:
+        return "a name or null"
+
+    def __call__(self, value):
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(value)
+        return value.strip()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,13 +46,22 @@ class TraversalConfig(Settings):
     """Traversal scheme and sizes (the `traversal` section).
 
     Attributes:
-      scheme: "external" (exhaustive over the traverser's actions) or "probe" (one
-        trajectory; at sampled traverser nodes every legal action is evaluated by a rollout).
+      scheme: "external" (exhaustive over the traverser's actions), "probe" (one
+        trajectory; at sampled traverser nodes every legal action is evaluated by a rollout)
+        or "value" (one trajectory; every sampled traverser node's regrets are read off a
+        learned history value, ESCHER).
       traversals_per_player: traversals per player per iteration (rounded up to whole
         chunks of `traversal_batch`).
       traversal_batch: traversals advanced together in one jitted call.
       external: the external scheme's sizes (read only when scheme is "external").
       probe: the probe scheme's sizes (read only when scheme is "probe").
+      value: the value scheme's settings (read only when scheme is "value").
+      sampling_bot: probe and value: the traverser's fixed sampling policy on the main
+        trajectory mixes uniform play with this named scripted policy of the game (e.g.
+        "safe_heuristic"); null = uniform only. It only decides where samples are taken:
+        it is never played or evaluated, and no network learns to imitate it.
+      sampling_bot_weight: the bot's share of that mixture, in [0, 1) (the uniform part
+        keeps every legal action's probability positive).
     """
 
     scheme: str = setting("external", Choice(SCHEMES))
@@ -46,6 +69,9 @@ class TraversalConfig(Settings):
     traversal_batch: int = setting(1024, Int(1))
     external: ExternalConfig = section(ExternalConfig)
     probe: ProbeConfig = section(ProbeConfig)
+    value: ValueConfig = section(ValueConfig)
+    sampling_bot: str | None = setting(None, _OptionalName())
+    sampling_bot_weight: float = setting(0.5, Float(0.0, 0.99))
 
     @property
     def num_chunks(self) -> int:

@@ -24,7 +24,7 @@ import optax
 
 from lcjax.cfr.memory import Reservoir, reservoir_sample
 from lcjax.cfr.networks import masked_logits_to_probs
-from lcjax.cfr.samples import AdvantageSample, StrategySample
+from lcjax.cfr.samples import AdvantageSample, StrategySample, ValueSample
 from lcjax.settings import Bool, Choice, Float, Int, Settings, setting
 
 Array = jax.Array
@@ -43,8 +43,10 @@ __all__ = [
     "StrategySample",
     "TrainMetrics",
     "make_optimizer",
+    "phase_schedule",
     "advantage_loss",
     "strategy_loss",
+    "value_loss",
     "train_steps",
     "make_train_fn",
 ]
@@ -103,11 +105,15 @@ class TrainMetrics(NamedTuple):
       final_loss: float32 scalar, loss of the last applied step; NaN if none was.
       nonfinite_steps: int32 scalar, steps skipped because the loss or a gradient was
         not finite.
+      baseline_loss: float32 scalar, mean loss of a network that outputs zeros, on the same
+        minibatches: the targets' power, so 1 - loss / baseline_loss is the fraction of
+        it the network explains.
     """
 
     loss: Array
     final_loss: Array
     nonfinite_steps: Array
+    baseline_loss: Array
 
 
 def make_optimizer(
@@ -259,9 +265,14 @@ def train_steps(
       (params, opt_state, TrainMetrics).
     """
 
+    def zeros_apply(p, x):  # a network that outputs zeros, for the baseline loss
+        out = jax.eval_shape(apply_fn, p, x)
+        return jnp.zeros(out.shape, jnp.float32)
+
     def step(carry, step_key):
         params, opt_state = carry
         batch = reservoir_sample(step_key, reservoir, batch_size)
+        baseline = loss_fn(zeros_apply, params, batch)
         loss, grads = jax.value_and_grad(lambda p: loss_fn(apply_fn, p, batch))(params)
         finite = jnp.isfinite(loss) & _all_finite(grads)
         updates, new_opt_state = optimizer.update(grads, opt_state, params)
@@ -270,10 +281,10 @@ def train_steps(
         # scan body a single straight-line program.
         params = _select(finite, new_params, params)
         opt_state = _select(finite, new_opt_state, opt_state)
-        return (params, opt_state), (loss.astype(jnp.float32), finite)
+        return (params, opt_state), (loss.astype(jnp.float32), finite, baseline.astype(jnp.float32))
 
     keys = jax.random.split(key, num_steps)
-    (params, opt_state), (losses, finite) = jax.lax.scan(step, (params, opt_state), keys)
+    (params, opt_state), (losses, finite, baselines) = jax.lax.scan(step, (params, opt_state), keys)
     num_finite = jnp.sum(finite.astype(jnp.int32))
     # 0/0 = NaN when no step was applied, which is what TrainMetrics documents.
     mean_loss = jnp.sum(jnp.where(finite, losses, 0.0)) / num_finite.astype(jnp.float32)
@@ -283,6 +294,7 @@ def train_steps(
         loss=mean_loss,
         final_loss=final_loss.astype(jnp.float32),
         nonfinite_steps=(num_steps - num_finite).astype(jnp.int32),
+        baseline_loss=jnp.sum(jnp.where(finite, baselines, 0.0)) / num_finite.astype(jnp.float32),
     )
     return params, opt_state, metrics
 
@@ -316,3 +328,41 @@ def make_train_fn(
         batch_size=batch_size,
     )
     return jax.jit(fn, donate_argnums=(1, 2) if donate else ())
+
+
+def value_loss(apply_fn: ApplyFn, params: Params, batch: ValueSample) -> Array:
+    """Mean squared error of the history value Q(h, a) of the action taken.
+
+    loss = mean_i (sum_a action_ia Q_ia - target_i)^2: each item is one realized return,
+    so Q regresses on the expected return of each (history, action).
+
+    Args:
+      apply_fn: `apply_fn(params, x: f32[B, H]) -> f32[B, A]`.
+      params: Q's parameters.
+      batch: ValueSample with history f32[B, H], action bool[B, A], target f32[B].
+
+    Returns:
+      float32 scalar.
+    """
+    q = apply_fn(params, batch.history).astype(jnp.float32)
+    taken = jnp.sum(jnp.where(batch.action.astype(bool), q, 0.0), axis=-1)
+    error = taken - batch.target.astype(jnp.float32)
+    return jnp.mean(error * error)
+
+
+def phase_schedule(learning_rate: float, kind: str, num_steps: int):
+    """The learning rate as a function of the optimizer's update count (see `OptimizationConfig.lr_schedule`).
+
+    A phase applies `num_steps` updates, so `count % num_steps` is the position within the
+    current phase whether the optimizer state is fresh or continued.
+    """
+    if kind == "constant":
+        return learning_rate
+
+    def schedule(count):
+        frac = (count % num_steps).astype(jnp.float32) / num_steps
+        if kind == "cosine":
+            return learning_rate * 0.5 * (1.0 + jnp.cos(jnp.pi * frac))
+        return learning_rate * (1.0 - frac)
+
+    return schedule

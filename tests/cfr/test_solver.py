@@ -53,6 +53,8 @@ ITERATION_KEYS = {
     "loss/advantage_0",
     "loss/advantage_1",
     "loss/strategy",
+    "fve/advantage_0",
+    "fve/advantage_1",
     "nonfinite/advantage_0",
     "nonfinite/advantage_1",
     "nonfinite/strategy",
@@ -121,6 +123,8 @@ def test_metrics_have_documented_keys_and_sane_values(run, config):
             if key.startswith(("time/", "traversal/", "memory/", "nonfinite/")):
                 assert value >= 0, key
         assert m["nonfinite/advantage_0"] == m["nonfinite/advantage_1"] == m["nonfinite/strategy"] == 0
+        # The share of the regret targets' power the fit explains: at most all of it.
+        assert m["fve/advantage_0"] <= 1.0 and m["fve/advantage_1"] <= 1.0
         # Kuhn: every external traversal visits 4 to 7 states and keeps all its samples.
         per_player = config.traversal.traversals_per_player
         assert 4 * 2 * per_player <= m["traversal/nodes"] <= 7 * 2 * per_player

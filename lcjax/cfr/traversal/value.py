@@ -1,0 +1,300 @@
+"""Value sampling: regret samples read off a learned history value (ESCHER).
+
+ESCHER (McAleer, Farina, Lanctot, Sandholm, 2022, "ESCHER: Eschewing Importance Sampling in
+Games by Computing a History Value Function to Estimate Regret", arXiv 2206.04122) replaces
+the rollouts of `probe` by a history-value network Q(h, a): the expected return of the
+acting player after action a at history h when both players follow their current
+strategies. Its input is the history (`game.observe_history`: both players' private cards
+and all public information, never the undealt deck order).
+
+Two jitted calls per iteration:
+
+* `value_data`: on-policy games, both players on their current strategies (mixed with
+  `exploration` uniform). Recorded nodes (each with probability `record_probability`, at
+  most `max_records` per game) give training items for Q: the history, the action taken
+  and the acting player's final return, divided by `return_scale`.
+* `value_sampling`: the traverser's main trajectories, exactly as `probe` runs them (the
+  traverser on the fixed sampling policy, the opponent on its current strategy, recorded as
+  strategy samples), except that every selected traverser node (each with probability
+  `sample_probability`) yields the regret sample
+
+      r(a) = Q(h, a) - sum_b sigma(b) Q(h, b)      over the legal actions,
+
+  from one batched forward of Q after the loop. No rollouts.
+
+Expectation: if Q equals the true history value of the current strategies, q_sigma(h, a),
+a traversal's expected sum of regret samples at an information set I of the traverser is
+
+    sample_probability * pi_b(I) * r_cf(I, a),
+
+where pi_b(I) is the traverser's own reach under the fixed sampling policy and r_cf the
+counterfactual regret: the sum over h in I of the opponent's and chance's reach times
+q_sigma(h, a) - v_sigma(h). The factor is a per-infoset constant that never changes across
+iterations (the sampling policy is fixed and depends only on what the traverser sees), so
+regret matching's fixed point is preserved. With a learned Q the samples carry Q's
+approximation error instead of rollout noise; that trade is what ESCHER measures.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from lcjax.cfr.samples import AdvantageSample, ValueSample
+from lcjax.cfr.traversal import lanes as ln
+from lcjax.cfr.traversal import trajectory as tj
+from lcjax.cfr.traversal.results import TraversalCounters, TraversalResult, strategy_samples
+from lcjax.settings import Bool, Float, Int, Settings, setting
+
+Array = jax.Array
+
+
+@dataclasses.dataclass(frozen=True)
+class ValueConfig(Settings):
+    """The value scheme's settings (the `traversal.value` section).
+
+    Attributes:
+      sample_probability: chance that a traverser node on the main trajectory yields a
+        regret sample (1 = every node).
+      max_samples: regret samples kept per traversal (further ones are dropped and counted).
+      max_strategy: strategy samples kept per traversal (one per opponent node).
+      max_steps: bound on a trajectory's length (longer games are cut and counted).
+      lanes: trajectories advanced together (0 = 2048, or fewer when there are fewer).
+      value_games: on-policy games per iteration that train the history value.
+      record_probability: chance that a node of such a game becomes a value item.
+      max_records: value items kept per game.
+      exploration: probability of a uniform random action in those games (so that every
+        action's value is seen; 0 = purely on-policy).
+      return_scale: returns are divided by this before they become targets, so that values
+        and regrets are O(1) (0 = the game's `return_scale`, or 1 if it has none).
+      value_steps, value_batch: Adam steps and minibatch size fitting Q each iteration.
+      value_learning_rate: Adam learning rate of Q.
+      value_warm_start: Q continues from the previous iteration (else it is re-initialised).
+    """
+
+    sample_probability: float = setting(1.0, Float(0.0, 1.0, lo_open=True))
+    max_samples: int = setting(64, Int(1))
+    max_strategy: int = setting(64, Int(1))
+    max_steps: int = setting(512, Int(1))
+    lanes: int = setting(0, Int(0))
+    value_games: int = setting(256, Int(1))
+    record_probability: float = setting(0.25, Float(0.0, 1.0, lo_open=True))
+    max_records: int = setting(64, Int(1))
+    exploration: float = setting(0.05, Float(0.0, 1.0))
+    return_scale: float = setting(0.0, Float(0.0))
+    value_steps: int = setting(256, Int(1))
+    value_batch: int = setting(512, Int(1))
+    value_learning_rate: float = setting(1e-3, Float(0.0, lo_open=True))
+    value_warm_start: bool = setting(True, Bool())
+
+
+def return_scale(game, cfg: ValueConfig) -> float:
+    """The divisor of returns: `cfg.return_scale`, else the game's `return_scale`, else 1."""
+    if cfg.return_scale > 0:
+        return float(cfg.return_scale)
+    return float(getattr(game, "return_scale", 1.0))
+
+
+# ---------------------------------------------------------------------------- value data
+class _DataSetup(NamedTuple):
+    game: ln.BatchedGame
+    packer: ln.Packer
+    apply_fn: object
+    params: object
+    cfg: ValueConfig
+    seeds: Array  # uint32[3, 2]: actions, exploration, recording
+    num_games: int
+    roots: Array  # int32[G, F]
+    roots_live: Array  # bool[G]
+
+
+class _DataCarry(NamedTuple):
+    cursor: Array  # int32[F, W]
+    live: Array  # bool[W]: the lane plays a game
+    game_id: Array  # int32[W]: which game
+    next_game: Array  # int32: the next game to start
+    records: Array  # int32[W]: items recorded in the current game
+    moves: Array  # int32[W]: moves of the current game
+    nodes: Array  # int32[W] per-lane totals
+    truncated: Array
+    step: Array
+    rec_state: Array  # int32[G * R, F]: recorded states
+    rec_action: Array  # int32[G * R]: the action taken there
+    rec_player: Array  # int32[G * R]: the acting player
+    rec_valid: Array  # bool[G * R]
+    final: Array  # float32[G + 1, 2]: each game's returns (last row: dump)
+    finished: Array  # bool[G + 1]: the game reached its end (not cut)
+
+
+def _data_step(s: _DataSetup, c: _DataCarry) -> _DataCarry:
+    """One move of every live on-policy game; sampled nodes recorded."""
+    flag = c.step >= 0
+    g_total, per_game = s.num_games, s.cfg.max_records
+    states = s.packer.unpack(c.cursor)
+    player = states.current_player
+    mask = s.game.legal(states)
+    obs_rows, mask, player = ln.materialize(flag, s.game.observe_rows(states, player).T, mask, player)
+    sigma = ln.lane_strategy(s.apply_fn, s.params, obs_rows, mask, player, c.live, flag)
+    lane = jnp.arange(mask.shape[1])
+    u = ln.uniforms(s.seeds[0], c.step, lane)
+    explore = ln.uniforms(s.seeds[1], c.step, lane) < s.cfg.exploration
+    action = jnp.where(explore, ln.uniform_columns(mask, u), ln.sample_columns(sigma, u))
+    # Keyed by the node (game, move number), like probe decisions: independent of scheduling.
+    record = c.live & (ln.uniforms(s.seeds[2], c.moves, c.game_id) < s.cfg.record_probability)
+    row = jnp.where(record & (c.records < per_game), c.game_id * per_game + c.records, g_total * per_game)
+    child = s.game.step(states, action)
+    moves = c.moves + c.live.astype(jnp.int32)
+    ended = c.live & child.terminated
+    cut = c.live & ~child.terminated & (moves >= s.cfg.max_steps)
+    final_row = jnp.where(ended, c.game_id, g_total)
+    ret = s.game.returns(child).T  # [W, 2]
+    packed, ended, cut, ret, row = ln.materialize(flag, s.packer.pack(child), ended, cut, ret, row)
+    cursor = jnp.where(c.live[None], packed, c.cursor)
+    nxt = ln.refill(~c.live | ended | cut, c.next_game, g_total)
+    root = ln.materialize(flag, s.roots[nxt.item]).T
+    start = nxt.start
+    return _DataCarry(
+        cursor=jnp.where(start[None], root, cursor),
+        live=jnp.where(start, s.roots_live[nxt.item], c.live & ~(ended | cut)),
+        game_id=jnp.where(start, nxt.item, c.game_id),
+        next_game=nxt.next_item,
+        records=jnp.where(start, 0, c.records + record.astype(jnp.int32)),
+        moves=jnp.where(start, 0, moves),
+        nodes=c.nodes + c.live.astype(jnp.int32) + start.astype(jnp.int32),
+        truncated=c.truncated + cut.astype(jnp.int32),
+        step=c.step + 1,
+        rec_state=c.rec_state.at[row].set(c.cursor.T, mode="drop"),
+        rec_action=c.rec_action.at[row].set(action, mode="drop"),
+        rec_player=c.rec_player.at[row].set(player, mode="drop"),
+        rec_valid=c.rec_valid.at[row].set(True, mode="drop"),
+        final=c.final.at[final_row].set(ret, mode="drop"),
+        finished=c.finished.at[final_row].set(True, mode="drop"),
+    )
+
+
+class ValueData(NamedTuple):
+    """Fixed-shape output of `value_data`.
+
+    Attributes:
+      items: ValueSample with leading axis G * max_records.
+      valid: bool[G * max_records], which rows are real items (recorded in a finished game).
+      nodes: int32 scalar, states visited.
+      truncated: int32 scalar, games cut at `max_steps`.
+    """
+
+    items: ValueSample
+    valid: Array
+    nodes: Array
+    truncated: Array
+
+
+def value_data(game, apply_fn, cfg: ValueConfig, params, iteration: Array, key: Array, num_games: int) -> ValueData:
+    """`num_games` on-policy games; their recorded nodes as training items of Q.
+
+    Args:
+      game: a game of the protocol with `observe_history` (static).
+      apply_fn: the advantage networks' `apply(params, x)` (static).
+      cfg: static value settings.
+      params: (player 0's, player 1's) advantage network parameters.
+      iteration: the CFR iteration t, stored in every item.
+      key: PRNG key.
+      num_games: static number of games G.
+    """
+    k_init, k_act, k_explore, k_rec = jax.random.split(key, 4)
+    seeds = tj.loop_seeds(k_act, k_explore, k_rec)
+    packer, roots, roots_live = ln.deal_roots(game, k_init, num_games)
+    s = _DataSetup(ln.BatchedGame(game), packer, apply_fn, params, cfg, seeds, num_games, roots, roots_live)
+    width = min(cfg.lanes if cfg.lanes > 0 else tj.DEFAULT_LANES, num_games)
+    n_rows = num_games * cfg.max_records
+    zi = jnp.zeros((width,), jnp.int32)
+    carry = _DataCarry(
+        cursor=roots[:width].T, live=roots_live[:width], game_id=jnp.arange(width, dtype=jnp.int32),
+        next_game=jnp.int32(width), records=zi, moves=zi, nodes=jnp.ones((width,), jnp.int32), truncated=zi,
+        step=jnp.int32(0), rec_state=jnp.zeros((n_rows, packer.size), jnp.int32),
+        rec_action=jnp.zeros((n_rows,), jnp.int32), rec_player=jnp.zeros((n_rows,), jnp.int32),
+        rec_valid=jnp.zeros((n_rows,), bool), final=jnp.zeros((num_games + 1, 2), jnp.float32),
+        finished=jnp.zeros((num_games + 1,), bool),
+    )
+    more = lambda c: jnp.any(c.live) | (c.next_game < num_games)  # noqa: E731
+    c = lax.while_loop(more, lambda c: _data_step(s, c), carry)
+    game_of = jnp.arange(n_rows) // cfg.max_records
+    valid = c.rec_valid & c.finished[game_of]
+    mine = jnp.where(c.rec_player == 0, c.final[game_of, 0], c.final[game_of, 1])
+    history = history_rows(game, packer, c.rec_state)
+    action = jax.nn.one_hot(c.rec_action, game.num_actions, dtype=jnp.bool_)
+    target = jnp.where(valid, mine / return_scale(game, cfg), 0.0)
+    t = jnp.full((n_rows,), jnp.asarray(iteration, jnp.float32))
+    items = ValueSample(history, action, target, t)
+    return ValueData(items, valid, jnp.sum(c.nodes), jnp.sum(c.truncated))
+
+
+def history_rows(game, packer: ln.Packer, packed: Array) -> Array:
+    """float32[N, H]: `game.observe_history` of N packed states (int32[N, F])."""
+    states = packer.unpack(packed.T)
+    return jax.vmap(game.observe_history, in_axes=-1, out_axes=-1)(states).T.astype(jnp.float32)
+
+
+def history_values(value_apply, value_params, rows: Array, chunk: int = 0) -> Array:
+    """float32[N, A]: Q of N history rows, in chunks of `eval_chunk_size(chunk)` rows."""
+    n = rows.shape[0]
+    c = min(ln.eval_chunk_size(chunk), n)
+    pad = -(-n // c) * c - n
+    padded = jnp.pad(rows, ((0, pad), (0, 0))).reshape(-1, c, rows.shape[1])
+    q = lax.map(lambda x: value_apply(value_params, x).astype(jnp.float32), padded)
+    return q.reshape(-1, q.shape[-1])[:n]
+
+
+# ---------------------------------------------------------------------------- regret samples
+def value_sampling(
+    game, apply_fn, cfg: ValueConfig, params, traverser: Array, iteration: Array, key: Array, num_traversals: int,
+    *, value_apply, value_params, sampling: tj.SamplingPolicy = tj.UNIFORM,
+) -> TraversalResult:
+    """`num_traversals` value traversals for `traverser` (see the module docstring).
+
+    Args:
+      game: a game of the protocol with `observe_history` (static).
+      apply_fn: the advantage networks' `apply(params, x)` (static).
+      cfg: static value settings.
+      params: (player 0's, player 1's) advantage network parameters.
+      traverser: int32 scalar.
+      iteration: the CFR iteration t (>= 1), stored in every sample.
+      key: PRNG key.
+      num_traversals: static batch size B.
+      value_apply: Q's `apply(params, history) -> float32[..., A]` (static).
+      value_params: Q's parameters.
+      sampling: the traverser's fixed sampling policy (static).
+
+    Returns:
+      TraversalResult with S_a = B * max_samples and S_s = B * max_strategy rows; traversal
+      b owns rows [b * max_samples, (b + 1) * max_samples) of the advantage buffer (its
+      sampled nodes in trajectory order) and likewise for strategy rows. Regrets are in
+      units of `return_scale`.
+    """
+    n_act = game.num_actions
+    k_init, k_loop = jax.random.split(key)
+    s = tj.setup(
+        game, apply_fn, params, traverser, k_init, tj.loop_seeds(*jax.random.split(k_loop, 5)), num_traversals,
+        select_probability=cfg.sample_probability, max_selected=cfg.max_samples, max_strategy=cfg.max_strategy,
+        max_steps=cfg.max_steps, sampling=sampling,
+    )
+    m = tj.run_main(s, min(cfg.lanes if cfg.lanes > 0 else tj.DEFAULT_LANES, num_traversals), game.observation_size)
+    valid, mask, sigma = tj.selected_parts(m, n_act)
+    q = history_values(value_apply, value_params, history_rows(game, s.packer, m.selected_state))
+    baseline = jnp.sum(jnp.where(mask, sigma * q, 0.0), axis=-1, keepdims=True)
+    regret = jnp.where(mask & valid[:, None], q - baseline, 0.0)
+    t = jnp.asarray(iteration, jnp.float32)
+    adv = AdvantageSample(m.selected_obs, mask, regret, jnp.full(valid.shape, t, jnp.float32))
+    strat, strat_valid = strategy_samples(m.strat_obs, m.strat_rows, n_act, iteration)
+    counters = TraversalCounters(
+        nodes=jnp.sum(m.nodes).astype(jnp.int32),
+        evaluations=jnp.sum(m.evaluations).astype(jnp.int32),
+        advantage_samples=jnp.sum(valid.astype(jnp.int32)),
+        strategy_samples=jnp.sum(strat_valid.astype(jnp.int32)),
+        dropped_samples=jnp.sum(m.dropped),
+        truncated=jnp.sum(m.truncated),
+    )
+    return TraversalResult(adv, valid, strat, strat_valid, counters)
