@@ -152,7 +152,12 @@ class _TrainDisplay:
             losses = [f"{k.split('/')[1]}={v:.4g}" for k, v in self.row.items() if k.startswith("loss/") and v is not None]
             table.add_row("losses", ", ".join(losses))
         for key, value in sorted(self.last_eval.items()):
-            if key.endswith(("/win_rate", "/score_diff", "exploitability")):
+            # The primary policy's results, each read-off's score difference, and the
+            # diagnostics' correlations: the rest is in metrics.jsonl and the final table.
+            shown = key.startswith("eval/") and key.endswith(("/win_rate", "/score_diff", "exploitability"))
+            shown |= key.startswith("readout/") and key.endswith(("/score_diff", "exploitability"))
+            shown |= key.startswith("diag/") and key.endswith("/correlation")
+            if shown and value is not None:
                 table.add_row(key, f"{value:.4g}")
         return table
 
@@ -186,8 +191,13 @@ def _print_eval_table(console, metrics: dict, title: str, primary: str = "") -> 
         return
     rows = _eval_rows(metrics)
     readouts = {r for r, _, _ in rows if r}
-    if primary in readouts:  # the same matches, already a readout row
-        rows = [row for row in rows if row[0]]
+    # The primary policy's rows that are also a read-off's (the same matches) are shown once;
+    # its extended opponents (eval/ keys only) stay.
+    duplicate = {opp for r, opp, _ in rows if r == primary and primary}
+    rows = [row for row in rows if row[0] or row[1] not in duplicate]
+    # Grouped by read-off, the primary policy first (stable: opponents keep their order).
+    labels = list(dict.fromkeys([primary] + [r for r, _, _ in rows if r]))
+    rows.sort(key=lambda row: labels.index(row[0] or primary))
     table = Table(title=title)
     columns = ("opponent", "games", "win rate", "score diff [95% CI]", "score", "opened", "neg. exp.", "bonus", "wagers", "turns", "cap")
     for col in (("read-off",) if readouts else ()) + columns:

@@ -103,3 +103,19 @@ def test_run_evaluation_logs_readouts_behaviour_and_diagnostics(run_dir):
     off = evaluate(solver, state, ev, jax.random.key(3))
     assert not any(k.startswith("diag/") for k in off)
     assert off["eval/random/score_diff"] == metrics["eval/random/score_diff"]
+
+
+def test_eval_table_has_one_row_per_readout_and_opponent(capsys):
+    row = {"games": 10, "win_rate": 0.5, "score_diff": 1.0, "score_diff_ci95_low": -1.0, "score_diff_ci95_high": 3.0, "score": 2.0, "turns": 90.0, "cap_hit_rate": 0.25}
+    metrics = {}
+    for opp in ("random", "safe_heuristic"):  # safe_heuristic: an extended opponent, eval/ only
+        metrics.update({f"eval/{opp}/{k}": v for k, v in row.items()})
+    for readout in ("average", "average_greedy"):
+        metrics.update({f"readout/{readout}/random/{k}": v for k, v in row.items()})
+    metrics["diag/advantage_0/correlation"] = 0.25
+    console = cli._console()
+    cli._print_eval_table(console, metrics, "t", "average")
+    lines = [line for line in capsys.readouterr().out.splitlines() if "25.0%" in line]  # the cap column
+    assert len(lines) == 3  # average/random once, average/safe_heuristic, average_greedy/random
+    assert sum("average_greedy" in line for line in lines) == 1
+    assert sum("safe_heuristic" in line and "average" in line for line in lines) == 1
