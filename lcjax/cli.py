@@ -218,7 +218,7 @@ def _print_eval_table(console, metrics: dict, title: str, primary: str = "") -> 
         )
         table.add_row(*(((readout or primary or "policy"),) if readouts else ()) + cells)
     console.print(table)
-    diag = {k: v for k, v in metrics.items() if k.startswith("diag/")}
+    diag = {k: v for k, v in metrics.items() if k.startswith("diag/") and isinstance(v, (int, float))}
     if diag:
         console.print("diagnostics: " + ", ".join(f"{k[5:]} {v:.3f}" for k, v in diag.items()))
 
@@ -401,13 +401,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--step", type=int, help="checkpoint iteration (default: the latest)")
     ev.add_argument("--opponents", help="comma-separated bots (default: the run's evaluation.opponents)")
     ev.add_argument("--games", type=positive_int, help="games per opponent (default: the run's evaluation.games)")
-    ev.add_argument(
-        "--policy",
-        default="average",
-        help="read-off: average (strategy network, sampled), average_greedy (its argmax), current (regret matching, "
-        "sampled) or current_greedy; a comma-separated list evaluates each (one row per read-off and opponent; "
-        "the first also gives the eval/ keys)",
-    )
+    readouts = "average (strategy network), current (regret matching), average_greedy or current_greedy (argmax)"
+    ev.add_argument("--policy", default="average", help=f"read-off: {readouts}; a comma-separated list evaluates each")
     ev.add_argument("--against", metavar="OTHER_RUN_DIR", help="play against another run's checkpoint instead of bots")
     ev.add_argument("--against-step", type=int, help="checkpoint iteration of --against (default: latest)")
     ev.add_argument("--seed", type=int, default=0, help="PRNG seed of the games (default: 0)")

@@ -28,6 +28,13 @@ where p acts: `diag/advantage_<p>/correlation`, the mean over states of the Pear
 correlation (over legal actions) between the network's outputs and the reference values
 (states with a constant output or reference are left out), and
 `diag/advantage_<p>/argmax_agreement`, the fraction of states whose best action agrees.
+
+The references are estimates, so neither metric can reach 1. Measured on 64 states of the
+classic rules: two independent 32-re-deal references correlate at 0.79 on average and
+agree on the best action in only 39% of the states (many actions are nearly tied); a
+32-re-deal reference correlates at 0.85 with a 128-re-deal one. So read the metrics as a
+trend over training, not against 1. Building 64 states x 32 re-deals takes ~6 s on 2 CPU
+cores, compilation included (128 re-deals: ~20 s).
 """
 
 from __future__ import annotations
