@@ -14,6 +14,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from lcjax import onehot
 from lcjax.env.lost_cities import LostCities, State
 
 Array = jax.Array
@@ -25,7 +26,7 @@ def unseen_slots(game: LostCities, state: State, player: Array) -> tuple[Array, 
     n = game.deck_size
     opponent = 1 - jnp.asarray(player, jnp.int32)
     hand = game.hand(state, opponent)  # int32[H], N = empty slot
-    known = game.known_cards(state)[opponent]  # bool[N]
+    known = onehot.take(game.known_cards(state), opponent)  # bool[N]
     in_hand = hand < n
     hand_known = jnp.any(jax.nn.one_hot(jnp.where(in_hand, hand, n), n + 1, dtype=bool)[:, :n] & known[None], -1)
     deck = state.deck.astype(jnp.int32)

@@ -76,3 +76,11 @@ def test_redeal_depends_on_the_key(game, states):
     a = redeal_unseen(game, first, first.current_player, jax.random.key(5))
     b = redeal_unseen(game, first, first.current_player, jax.random.key(6))
     assert not np.array_equal(np.asarray(a.deck), np.asarray(b.deck))
+
+
+def test_redeal_is_gather_free(game, states):
+    from lcjax.onehot import indexing_primitives
+
+    keys = jax.random.split(jax.random.key(2), states.turn.shape[0])
+    fn = jax.vmap(lambda s, k: redeal_unseen(game, s, s.current_player, k))
+    assert indexing_primitives(fn, states, keys) == set()
