@@ -24,7 +24,8 @@ game's obvious structure, and a correlation stuck near 0 means the regret target
 learnable signal (too noisy, or too few samples).
 
 Per evaluation (`probe_metrics`), for each player p's advantage network on the probe states
-where p acts: `diag/advantage_<p>/correlation`, the mean over states of the Pearson
+where p acts (and for the average policy's probabilities, `diag/average/...`, on all states):
+`diag/advantage_<p>/correlation`, the mean over states of the Pearson
 correlation (over legal actions) between the network's outputs and the reference values
 (states with a constant output or reference are left out), and
 `diag/advantage_<p>/argmax_agreement`, the fraction of states whose best action agrees.
@@ -243,12 +244,15 @@ def agreement_metrics(predictions: np.ndarray, probes: ProbeSet, prefix: str, ro
 
 def probe_metrics(solver, state, probes: ProbeSet) -> dict[str, float]:
     """`diag/advantage_<p>/{correlation,argmax_agreement}` of each player's advantage network
-    on the probe states where p acts (the states its training data comes from)."""
+    on the probe states where p acts (the states its training data comes from), and
+    `diag/average/...` of the average policy's probabilities on all of them."""
     players = np.asarray(probes.players)
     metrics: dict[str, float] = {}
     for p in (0, 1):
         outputs = solver.apply_fn(state.advantage_params[p], probes.observations)
         metrics.update(agreement_metrics(np.asarray(outputs), probes, f"diag/advantage_{p}", players == p))
+    probs = solver.policy_fn(state, "average")(probes.observations, probes.masks, probes.players)
+    metrics.update(agreement_metrics(np.asarray(probs), probes, "diag/average", np.ones(players.shape, bool)))
     return metrics
 
 

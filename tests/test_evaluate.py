@@ -93,9 +93,9 @@ def test_run_evaluation_logs_readouts_behaviour_and_diagnostics(run_dir):
     for metric in ("opened_colors", "negative_expedition_rate", "cap_hit_rate"):
         assert f"eval/passive_discard/{metric}" in metrics
         assert f"readout/average_greedy/passive_discard/{metric}" in metrics
-    for p in (0, 1):
-        corr = metrics[f"diag/advantage_{p}/correlation"]
-        agree = metrics[f"diag/advantage_{p}/argmax_agreement"]
+    for name in ("advantage_0", "advantage_1", "average"):
+        corr = metrics[f"diag/{name}/correlation"]
+        agree = metrics[f"diag/{name}/argmax_agreement"]
         assert np.isnan(corr) or -1.0 <= corr <= 1.0
         assert np.isnan(agree) or 0.0 <= agree <= 1.0
     assert any(np.isfinite(metrics[f"diag/advantage_{p}/correlation"]) for p in (0, 1))
