@@ -119,3 +119,11 @@ def test_eval_table_has_one_row_per_readout_and_opponent(capsys):
     assert len(lines) == 3  # average/random once, average/safe_heuristic, average_greedy/random
     assert sum("average_greedy" in line for line in lines) == 1
     assert sum("safe_heuristic" in line and "average" in line for line in lines) == 1
+
+
+def test_config_readouts_are_the_evaluation_readouts():
+    from lcjax import evaluate as E
+    from lcjax import sections
+
+    assert sections.EVAL_READOUTS == E.READOUTS
+    assert set(sections.EVAL_POLICIES) == {E.base_policy(r) for r in E.READOUTS}
