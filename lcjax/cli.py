@@ -152,7 +152,12 @@ class _TrainDisplay:
             losses = [f"{k.split('/')[1]}={v:.4g}" for k, v in self.row.items() if k.startswith("loss/") and v is not None]
             table.add_row("losses", ", ".join(losses))
         for key, value in sorted(self.last_eval.items()):
-            if key.endswith(("/win_rate", "/score_diff", "exploitability")):
+            # The primary policy's results, each read-off's score difference, and the
+            # diagnostics' correlations: the rest is in metrics.jsonl and the final table.
+            shown = key.startswith("eval/") and key.endswith(("/win_rate", "/score_diff", "exploitability"))
+            shown |= key.startswith("readout/") and key.endswith(("/score_diff", "exploitability"))
+            shown |= key.startswith("diag/") and key.endswith("/correlation")
+            if shown and value is not None:
                 table.add_row(key, f"{value:.4g}")
         return table
 
@@ -162,19 +167,43 @@ def _hms(seconds: float) -> str:
     return f"{seconds // 3600:d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
-def _print_eval_table(console, metrics: dict, title: str) -> None:
+def _eval_rows(metrics: dict) -> list[tuple[str, str, dict]]:
+    """(read-off, opponent, {metric: value}) for the primary `eval/` rows (read-off "") and
+    every `readout/<readout>/` row, in the order they were measured."""
+    groups: dict[tuple[str, str], dict] = {}
+    for key, value in metrics.items():
+        parts = key.split("/")
+        if parts[0] == "eval" and len(parts) == 3:
+            groups.setdefault(("", parts[1]), {})[parts[2]] = value
+        elif parts[0] == "readout" and len(parts) == 4:
+            groups.setdefault((parts[1], parts[2]), {})[parts[3]] = value
+    return [(readout, opp, m) for (readout, opp), m in groups.items()]
+
+
+def _print_eval_table(console, metrics: dict, title: str, primary: str = "") -> None:
     from rich.table import Table
 
     if "eval/exploitability" in metrics:
         console.print(f"{title}: exploitability {metrics['eval/exploitability']:.5f} chips")
+        for key, value in metrics.items():
+            if key.startswith("readout/") and key.endswith("/exploitability"):
+                console.print(f"  {key.split('/')[1]} read-off: exploitability {value:.5f} chips")
         return
-    opponents = sorted({k.split("/")[1] for k in metrics if k.startswith("eval/")})
+    rows = _eval_rows(metrics)
+    readouts = {r for r, _, _ in rows if r}
+    # The primary policy's rows that are also a read-off's (the same matches) are shown once;
+    # its extended opponents (eval/ keys only) stay.
+    duplicate = {opp for r, opp, _ in rows if r == primary and primary}
+    rows = [row for row in rows if row[0] or row[1] not in duplicate]
+    # Grouped by read-off, the primary policy first (stable: opponents keep their order).
+    labels = list(dict.fromkeys([primary] + [r for r, _, _ in rows if r]))
+    rows.sort(key=lambda row: labels.index(row[0] or primary))
     table = Table(title=title)
-    for col in ("opponent", "games", "win rate", "score diff [95% CI]", "score", "opened", "neg. exp.", "bonus", "wagers", "turns", "cap"):
+    columns = ("opponent", "games", "win rate", "score diff [95% CI]", "score", "opened", "neg. exp.", "bonus", "wagers", "turns", "cap")
+    for col in (("read-off",) if readouts else ()) + columns:
         table.add_column(col, justify="right")
-    for opp in opponents:
-        m = {k.split("/", 2)[2]: v for k, v in metrics.items() if k.startswith(f"eval/{opp}/")}
-        table.add_row(
+    for readout, opp, m in rows:
+        cells = (
             opp,
             f"{m.get('games', 0):.0f}",
             f"{m['win_rate']:.1%}",
@@ -187,7 +216,11 @@ def _print_eval_table(console, metrics: dict, title: str) -> None:
             f"{m['turns']:.1f}",
             f"{m['cap_hit_rate']:.1%}",
         )
+        table.add_row(*(((readout or primary or "policy"),) if readouts else ()) + cells)
     console.print(table)
+    diag = {k: v for k, v in metrics.items() if k.startswith("diag/") and isinstance(v, (int, float))}
+    if diag:
+        console.print("diagnostics: " + ", ".join(f"{k[5:]} {v:.3f}" for k, v in diag.items()))
 
 
 def _console():
@@ -218,39 +251,69 @@ def _cmd_train(args: argparse.Namespace) -> int:
     console.print()
     console.print(f"stopped after iteration {result.iteration} ({result.stopped_by}); run directory: {result.run_dir}")
     if result.last_eval:
-        _print_eval_table(console, result.last_eval, f"evaluation at iteration {result.last_eval_iteration}")
+        policy = config.evaluation.policy if config else ""
+        _print_eval_table(console, result.last_eval, f"evaluation at iteration {result.last_eval_iteration}", policy)
     return 130 if result.stopped_by == "interrupt" else 0
 
 
 # ----------------------------------------------------------------------------- evaluate
-def _cmd_evaluate(args: argparse.Namespace) -> int:
+def _parse_policies(text: str) -> list[str]:
+    """The read-offs of `--policy`: one name or a comma-separated list of them."""
+    from lcjax.evaluate import READOUTS
+
+    names = [part.strip() for part in text.split(",") if part.strip()]
+    bad = [n for n in names if n not in READOUTS]
+    if not names or bad:
+        raise UsageError(f"--policy {text!r}: each read-off must be one of: {', '.join(READOUTS)}")
+    if len(set(names)) != len(names):
+        raise UsageError(f"--policy {text!r}: a read-off is listed twice")
+    return names
+
+
+def _evaluate_metrics(args, solver, state, config, policies: list[str]) -> dict:
+    """The metrics `lcjax evaluate` prints: the first read-off's `eval/` keys, and with more
+    than one read-off every read-off's `readout/<readout>/` keys too."""
     import jax
 
     from lcjax.env.bots import BOT_NAMES
     from lcjax.env.registry import info_of
-    from lcjax.evaluate import POLICIES, evaluate_against_bots, evaluate_exploitability, evaluate_head_to_head
+    from lcjax.evaluate import evaluate_against_bots, evaluate_exploitability, evaluate_head_to_head, evaluate_readouts
     from lcjax.run import load_run
 
-    console = _console()
-    if args.policy not in POLICIES:
-        raise UsageError(f"--policy {args.policy!r} is not one of: {', '.join(POLICIES)}")
-    solver, state, config = load_run(args.checkpoint, args.step)
     key = jax.random.key(args.seed)
-    step = int(state.iteration)
+    primary = policies[0]
+    games = args.games or config.evaluation.games
     if info_of(solver.game).exact_evaluation:
-        metrics = evaluate_exploitability(solver, state, policy=args.policy)
+        metrics = evaluate_exploitability(solver, state, policy=primary)
+        opponents: list[str] = []
     elif args.against:
+        if len(policies) > 1:
+            raise UsageError("--against plays one read-off; give --policy a single name")
         other_solver, other_state, other_config = load_run(args.against, args.against_step)
         if other_solver.game.rules != solver.game.rules:
             raise UsageError("--against: the two runs play different rules")
-        metrics = evaluate_head_to_head(solver, state, other_solver, other_state, args.games or config.evaluation.games, key, policy=args.policy)
+        return evaluate_head_to_head(solver, state, other_solver, other_state, games, key, policy=primary)
     else:
         opponents = args.opponents.split(",") if args.opponents else list(config.evaluation.opponents)
         bad = [o for o in opponents if o not in BOT_NAMES]
         if bad:
             raise UsageError(f"--opponents: unknown bot {bad[0]!r}; choose from: {', '.join(BOT_NAMES)}")
-        metrics = evaluate_against_bots(solver, state, opponents, args.games or config.evaluation.games, key, policy=args.policy)
-    _print_eval_table(console, metrics, f"{args.checkpoint} at iteration {step} ({args.policy} policy)")
+        metrics = evaluate_against_bots(solver, state, opponents, games, key, policy=primary)
+    if len(policies) > 1:
+        metrics.update(evaluate_readouts(solver, state, policies, opponents, games, key, known={primary: metrics}))
+    return metrics
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    from lcjax.run import load_run
+
+    console = _console()
+    policies = _parse_policies(args.policy)
+    solver, state, config = load_run(args.checkpoint, args.step)
+    step = int(state.iteration)
+    metrics = _evaluate_metrics(args, solver, state, config, policies)
+    primary = policies[0] if len(policies) > 1 else ""
+    _print_eval_table(console, metrics, f"{args.checkpoint} at iteration {step} ({args.policy} policy)", primary)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"checkpoint": str(args.checkpoint), "iteration": step, "policy": args.policy, **metrics}, f, indent=2)
@@ -338,7 +401,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--step", type=int, help="checkpoint iteration (default: the latest)")
     ev.add_argument("--opponents", help="comma-separated bots (default: the run's evaluation.opponents)")
     ev.add_argument("--games", type=positive_int, help="games per opponent (default: the run's evaluation.games)")
-    ev.add_argument("--policy", default="average", help="average (strategy network) or current (regret matching)")
+    readouts = "average (strategy network), current (regret matching), average_greedy or current_greedy (argmax)"
+    ev.add_argument("--policy", default="average", help=f"read-off: {readouts}; a comma-separated list evaluates each")
     ev.add_argument("--against", metavar="OTHER_RUN_DIR", help="play against another run's checkpoint instead of bots")
     ev.add_argument("--against-step", type=int, help="checkpoint iteration of --against (default: latest)")
     ev.add_argument("--seed", type=int, default=0, help="PRNG seed of the games (default: 0)")

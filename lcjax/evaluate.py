@@ -6,39 +6,68 @@
   negative-expedition rate, bonus rate, wagers played, turns and turn-cap rate.
 * Kuhn and Leduc poker: exact exploitability of the policy (`lcjax.cfr.exploitability`).
 
-Metric keys are flat, `eval/<opponent>/<metric>` and `eval/exploitability`, so that run
-drivers can log them next to the training metrics.
+Read-offs (`READOUTS`): "average" (the strategy network, sampled), "average_greedy" (its
+most likely legal action), "current" (regret matching on the acting seat's advantage
+network, sampled) and "current_greedy" (its most likely legal action). Greedy play is
+deterministic and can stall until the turn cap: every row reports its cap rate.
+
+Metric keys are flat, so that run drivers can log them next to the training metrics:
+`eval/<opponent>/<metric>` and `eval/exploitability` for the primary policy
+(`evaluation.policy`), and `readout/<readout>/<opponent>/<metric>` and
+`readout/<readout>/exploitability` for every read-off of `evaluation.readouts`. A run also
+logs the probe diagnostics of `lcjax.diagnostics` (`diag/...`).
 """
 
 from __future__ import annotations
 
 from typing import Any, Sequence
 
+import functools
+
 import jax
 import numpy as np
 
+from lcjax import diagnostics
 from lcjax.cfr import exploitability as xpl
+from lcjax.cfr.policy import average_policy, current_policy, make_act
 from lcjax.env.arena import play_games, summarize
 from lcjax.env.bots import BOT_NAMES, make_bot
 from lcjax.env.registry import info_of
 
 POLICIES = ("average", "current")
+READOUTS = ("average", "average_greedy", "current", "current_greedy")
+GREEDY = "_greedy"
 
 
 def _check_policy(policy: str) -> None:
-    if policy not in POLICIES:
-        raise ValueError(f"policy {policy!r} is not one of: {', '.join(POLICIES)}")
+    if policy not in READOUTS:
+        raise ValueError(f"policy {policy!r} is not one of: {', '.join(READOUTS)}")
+
+
+def base_policy(readout: str) -> str:
+    """The solver policy a read-off plays: "average_greedy" -> "average"."""
+    return readout[: -len(GREEDY)] if readout.endswith(GREEDY) else readout
+
+
+@functools.lru_cache(maxsize=32)
+def _greedy_act(solver, base: str):
+    # One act object per (solver, policy), so later evaluations reuse the compiled match.
+    policy = {"average": average_policy, "current": current_policy}[base](solver.apply_fn)
+    return make_act(solver.game, policy, greedy=True)
 
 
 def agent_act(solver, policy: str = "average"):
-    """(act(params, key, state), params getter) for the solver's `policy`.
+    """(act(params, key, state), params getter) for the solver's read-off `policy`.
 
-    The act is the solver's own object (`DeepCFR.policy_act`), and `make_solver` gives one
-    solver per (game, config), so every later evaluation reuses the arena's compiled match.
-    Policies come from `lcjax.cfr.policy`: the current one plays the acting seat's network.
+    A sampled read-off's act is the solver's own object (`DeepCFR.policy_act`), a greedy
+    one is built once per solver from the same `lcjax.cfr.policy` functions (argmax over the
+    legal actions), and `make_solver` gives one solver per (game, config), so every later
+    evaluation reuses the arena's compiled match.
     """
     _check_policy(policy)
-    return solver.policy_act(policy), lambda state: solver.policy_params(state, policy)
+    base = base_policy(policy)
+    act = _greedy_act(solver, base) if policy.endswith(GREEDY) else solver.policy_act(base)
+    return act, lambda state: solver.policy_params(state, base)
 
 
 def match_metrics(summary: dict, prefix: str) -> dict[str, float]:
@@ -66,12 +95,13 @@ def match_metrics(summary: dict, prefix: str) -> dict[str, float]:
 
 
 def evaluate_against_bots(
-    solver, state, opponents: Sequence[str], games: int, key, *, policy: str = "average"
+    solver, state, opponents: Sequence[str], games: int, key, *, policy: str = "average", prefix: str = "eval"
 ) -> dict[str, float]:
-    """Matches of the solver's policy against each bot in `opponents` (Lost Cities only).
+    """Matches of the solver's read-off `policy` against each bot in `opponents` (Lost
+    Cities only). Every read-off plays the same deals (the same `key`).
 
     Returns:
-      {"eval/<opponent>/<metric>": value} for every opponent.
+      {"<prefix>/<opponent>/<metric>": value} for every opponent.
     """
     game = solver.game
     if info_of(game).exact_evaluation:
@@ -83,7 +113,30 @@ def evaluate_against_bots(
     metrics: dict[str, float] = {}
     for i, name in enumerate(opponents):
         result = play_games(game, act, make_bot(name, game), jax.random.fold_in(key, i), games, params_a=params_of(state))
-        metrics.update(match_metrics(summarize(result), f"eval/{name}"))
+        metrics.update(match_metrics(summarize(result), f"{prefix}/{name}"))
+    return metrics
+
+
+def evaluate_readouts(
+    solver, state, readouts: Sequence[str], opponents: Sequence[str], games: int, key, *, known: dict | None = None
+) -> dict[str, float]:
+    """Every read-off of `readouts` against every bot of `opponents` (Lost Cities), or its
+    exploitability (Kuhn, Leduc): `readout/<readout>/...` keys.
+
+    Args:
+      known: metrics already measured with the same key for one read-off, as
+        {readout: {"eval/...": value}}: reused (renamed) instead of played again.
+    """
+    metrics: dict[str, float] = {}
+    for readout in readouts:
+        prefix = f"readout/{readout}"
+        if known and readout in known:
+            found = known[readout]
+        elif info_of(solver.game).exact_evaluation:
+            found = evaluate_exploitability(solver, state, policy=readout)
+        else:
+            found = evaluate_against_bots(solver, state, opponents, games, key, policy=readout)
+        metrics.update({prefix + k[len("eval") :]: v for k, v in found.items() if k.startswith("eval/")})
     return metrics
 
 
@@ -102,25 +155,43 @@ def evaluate_exploitability(solver, state, *, policy: str = "average") -> dict[s
     _check_policy(policy)
     tree = xpl.game_tree(solver.game)
     # The policy on every information set, each read off for its acting player.
-    table = solver.policy_fn(state, policy)(tree.infoset_obs, tree.infoset_mask, tree.infoset_player)
-    fn = xpl.tabular_policy_fn(tree, np.asarray(table))
+    table = np.asarray(solver.policy_fn(state, base_policy(policy))(tree.infoset_obs, tree.infoset_mask, tree.infoset_player))
+    if policy.endswith(GREEDY):
+        mask = np.asarray(tree.infoset_mask, bool)
+        best = np.argmax(np.where(mask, table, -1.0), -1)
+        table = np.eye(table.shape[-1], dtype=table.dtype)[best]
+    fn = xpl.tabular_policy_fn(tree, table)
     return {"eval/exploitability": float(xpl.exploitability(solver.game, fn))}
 
 
-def evaluate(solver, state, evaluation: Any, key, *, extended: bool = False) -> dict[str, float]:
-    """The evaluation a run logs: exploitability for small games, bot matches otherwise.
+def evaluate(solver, state, evaluation: Any, key, *, extended: bool = False, seed: int | None = None) -> dict[str, float]:
+    """The evaluation a run logs: exploitability for small games, bot matches otherwise,
+    each for the primary policy (`eval/...`) and every read-off (`readout/...`), and the
+    probe diagnostics (`diag/...`) on games that have them.
 
     Args:
       solver: a DeepCFR.
       state: its SolverState.
-      evaluation: the config's evaluation section (opponents, games, policy,
-        extended_opponents, extended_games).
+      evaluation: the config's evaluation section (opponents, games, policy, readouts,
+        extended_opponents, extended_games, diagnostic_states, diagnostic_redeals).
       key: PRNG key of the matches.
       extended: also play the extended opponents.
+      seed: the run seed the probe states are built from (None = no diagnostics).
     """
+    readouts = getattr(evaluation, "readouts", ())
     if info_of(solver.game).exact_evaluation:
-        return evaluate_exploitability(solver, state, policy=evaluation.policy)
+        metrics = evaluate_exploitability(solver, state, policy=evaluation.policy)
+        return metrics | evaluate_readouts(solver, state, readouts, (), 0, key, known={evaluation.policy: metrics})
     metrics = evaluate_against_bots(solver, state, evaluation.opponents, evaluation.games, key, policy=evaluation.policy)
+    metrics.update(
+        evaluate_readouts(
+            solver, state, readouts, evaluation.opponents, evaluation.games, key, known={evaluation.policy: metrics}
+        )
+    )
+    states = getattr(evaluation, "diagnostic_states", 0)
+    if seed is not None and states and diagnostics.has_diagnostics(solver.game):
+        probes = diagnostics.run_probe_set(solver.game, seed, states, evaluation.diagnostic_redeals)
+        metrics.update(diagnostics.probe_metrics(solver, state, probes))
     if extended and evaluation.extended_opponents:
         metrics.update(
             evaluate_against_bots(

@@ -3,8 +3,8 @@
 A run lives in `runs/<timestamp>_<name>/`:
 
     config.yaml      the full configuration (defaults filled in)
-    metrics.jsonl    one JSON object per iteration (see `lcjax.cfr.solver` and
-                     `lcjax.evaluate` for the keys)
+    metrics.jsonl    one JSON object per iteration (see `lcjax.cfr.solver`,
+                     `lcjax.evaluate` and `lcjax.diagnostics` for the keys)
     checkpoints/     orbax checkpoints of the solver state
 
 The driver owns everything that is not Deep CFR itself: the schedule (evaluation,
@@ -353,7 +353,10 @@ def _evaluate_if_due(solver, config: Config, run: _RunState, row: dict, final: b
     notify({"event": "phase", "phase": "evaluation", "iteration": run.iteration})
     t0 = time.perf_counter()
     extended = bool(ev.extended_every) and (run.iteration % ev.extended_every == 0 or final)
-    run.last_eval = evaluate(solver, run.state, ev, eval_key(config.run.seed, run.iteration), extended=extended)
+    # The probe states of the diagnostics are built from the run seed at the first
+    # evaluation and cached for the rest of the run (`lcjax.diagnostics.run_probe_set`).
+    key = eval_key(config.run.seed, run.iteration)
+    run.last_eval = evaluate(solver, run.state, ev, key, extended=extended, seed=config.run.seed)
     run.last_eval_iteration = run.iteration
     row.update(run.last_eval)
     return time.perf_counter() - t0

@@ -14,6 +14,9 @@ from lcjax.settings import Bool, Check, Choice, ConfigError, Float, Int, Setting
 
 RUN_PRECISIONS = (*PRECISIONS, "auto")
 EVAL_POLICIES = ("average", "current")
+# The read-offs of `lcjax.evaluate.READOUTS` (kept here too: this module must not import the
+# evaluation, which imports the solver).
+EVAL_READOUTS = ("average", "average_greedy", "current", "current_greedy")
 
 
 # ---------------------------------------------------------------------------- checks
@@ -51,6 +54,28 @@ class _Bots(Check):
                 raise ConfigError(f"bot {name!r} is listed twice in {list(value)!r}")
             seen.append(name)
         return tuple(seen)
+
+
+class _Readouts(Check):
+    """A list of read-offs from `EVAL_READOUTS` (or a comma-separated string), none twice."""
+
+    def describe(self) -> str:
+        return f"a list of read-offs from: {', '.join(EVAL_READOUTS)}"
+
+    def __call__(self, value):
+        if isinstance(value, str):
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        if value is None:
+            value = []
+        if not isinstance(value, (list, tuple)):
+            raise self.fail(value)
+        for name in value:
+            if not isinstance(name, str) or name not in EVAL_READOUTS:
+                hint = did_you_mean(name, EVAL_READOUTS) if isinstance(name, str) else ""
+                raise ConfigError(f"unknown read-off {name!r}{hint}; allowed: {', '.join(EVAL_READOUTS)}")
+        if len(set(value)) != len(value):
+            raise ConfigError(f"a read-off is listed twice in {list(value)!r}")
+        return tuple(value)
 
 
 # ---------------------------------------------------------------------------- sections
@@ -125,15 +150,22 @@ class EvaluationConfig(Settings):
     """What to measure and how often.
 
     Lost Cities: every `eval_every` iterations (0 = never) `policy` plays `games` games
-    against each bot of `opponents`; every `extended_every` iterations (0 = never) also
-    `extended_games` against each of `extended_opponents`. Kuhn/Leduc: exact exploitability
-    of `policy` every `eval_every` iterations; the other fields are ignored.
+    against each bot of `opponents` (`eval/...` keys), and so does every read-off of
+    `readouts` (`readout/<readout>/...`; the one equal to `policy` is not played twice);
+    every `extended_every` iterations (0 = never) `policy` also plays `extended_games`
+    against each of `extended_opponents`. With `diagnostic_states` > 0, each evaluation also
+    logs the probe diagnostics of `lcjax.diagnostics` (`diag/...`) on that many fixed states
+    with `diagnostic_redeals` re-deals each. Kuhn/Leduc: exact exploitability of `policy`
+    and of each read-off every `eval_every` iterations; the other fields are ignored.
     """
 
     eval_every: int = setting(10, Int(0))
     games: int = setting(1000, Int(1))
     opponents: tuple[str, ...] = setting(("random",), _Bots())
     policy: str = setting("average", Choice(EVAL_POLICIES))
+    readouts: tuple[str, ...] = setting(("average", "average_greedy", "current"), _Readouts())
+    diagnostic_states: int = setting(64, Int(0))
+    diagnostic_redeals: int = setting(32, Int(1))
     extended_opponents: tuple[str, ...] = setting((), _Bots())
     extended_every: int = setting(0, Int(0))
     extended_games: int = setting(1000, Int(1))

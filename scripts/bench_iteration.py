@@ -138,10 +138,10 @@ def _eval_and_checkpoint(solver, state, config, seed: int) -> dict[str, float]:
     ev = config.evaluation
     out = {}
     t0 = time.perf_counter()
-    evaluate(solver, state, ev, jax.random.key(seed))  # compiles the matches
+    evaluate(solver, state, ev, jax.random.key(seed), seed=config.run.seed)  # compiles the matches, builds the probes
     out["evaluation_compile_seconds"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    evaluate(solver, state, ev, jax.random.key(seed + 1))
+    evaluate(solver, state, ev, jax.random.key(seed + 1), seed=config.run.seed)
     out["evaluation_seconds"] = time.perf_counter() - t0
     with tempfile.TemporaryDirectory(prefix="bench_iteration_") as tmp:
         ckpt = Checkpointer.open(os.path.join(tmp, "checkpoints"), keep=1, create=True)

@@ -7,6 +7,12 @@ Writes into DIR (default: RUN_DIR/plots):
                    95% confidence bands (or exploitability, for Kuhn and Leduc runs)
   losses.png       advantage and strategy losses per iteration (log scale)
   time_split.png   seconds per phase per iteration, stacked
+  learning_curve.png  against training minutes (wall-clock, evaluation and checkpoints
+                   included): the mean score difference per opponent (the primary policy
+                   solid, each evaluation.readouts read-off dashed; or exploitability, for
+                   Kuhn and Leduc), and the probe diagnostics of lcjax.diagnostics (each
+                   advantage network's correlation with the reference values, and its argmax
+                   agreement)
 """
 
 from __future__ import annotations
@@ -121,15 +127,71 @@ def plot_time_split(rows: list[dict], out: Path) -> Path:
     return _save(fig, path)
 
 
+def training_minutes(rows: list[dict]) -> dict[int, float]:
+    """{iteration: wall-clock minutes from the run's start to the end of that row}: the
+    iteration's seconds (or its training phases', when not logged) plus its evaluation and
+    checkpoint seconds, summed over the rows so far."""
+    total, out = 0.0, {}
+    for r in rows:
+        seconds = r.get("time/iteration_seconds")
+        if not isinstance(seconds, (int, float)):
+            seconds = sum(float(r.get(f"time/{p}_seconds") or 0.0) for p in PHASES if p not in ("evaluation", "checkpoint"))
+        total += seconds + float(r.get("time/evaluation_seconds") or 0.0) + float(r.get("time/checkpoint_seconds") or 0.0)
+        out[r["iteration"]] = total / 60.0
+    return out
+
+
+def _against_minutes(rows: list[dict], key: str, minutes: dict[int, float]):
+    x, y = series(rows, key)
+    return [minutes[i] for i in x], y
+
+
+def plot_learning_curve(rows: list[dict], out: Path) -> Path:
+    path = out / "learning_curve.png"
+    minutes = training_minutes(rows)
+    keys = {k for r in rows for k in r}
+    fig, (ax_s, ax_d) = plt.subplots(1, 2, figsize=(12, 4.5))
+    if "eval/exploitability" in keys:
+        for key in sorted(k for k in keys if k.endswith("exploitability")):
+            label = "policy" if key.startswith("eval/") else key.split("/")[1]
+            ax_s.plot(*_against_minutes(rows, key, minutes), marker=".", ls="-" if label == "policy" else "--", label=label)
+        _log_axes(ax_s, "exploitability (chips)")
+    else:
+        colors: dict[str, str] = {}
+        for key in sorted(k for k in keys if k.startswith("eval/") and k.endswith("/score_diff")):
+            opp = key.split("/")[1]
+            (line,) = ax_s.plot(*_against_minutes(rows, key, minutes), marker=".", label=opp)
+            colors[opp] = line.get_color()
+        for key in sorted(k for k in keys if k.startswith("readout/") and k.endswith("/score_diff")):
+            _, readout, opp, _ = key.split("/")
+            ax_s.plot(*_against_minutes(rows, key, minutes), ls="--", lw=1, color=colors.get(opp), label=f"{opp} ({readout})")
+        ax_s.set_ylabel("mean score difference")
+        ax_s.axhline(0, color="black", lw=0.8)
+    diag = sorted(k for k in keys if k.startswith("diag/") and k.endswith(("/correlation", "/argmax_agreement")))
+    for key in diag:
+        name = key.split("/", 1)[1]
+        ax_d.plot(*_against_minutes(rows, key, minutes), marker=".", ls="-" if key.endswith("correlation") else ":", label=name)
+    ax_d.set_ylabel("probe diagnostics (correlation, argmax agreement)")
+    if not diag:
+        ax_d.text(0.5, 0.5, "no diagnostics logged", ha="center", va="center", transform=ax_d.transAxes)
+    for ax in (ax_s, ax_d):
+        ax.set_xlabel("training minutes")
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    fig.suptitle("learning curve")
+    return _save(fig, path)
+
+
 def plot_run(run_dir: str | Path, out: str | Path | None = None) -> list[Path]:
-    """Write the three figures for `run_dir`; returns their paths."""
+    """Write the four figures for `run_dir`; returns their paths."""
     run_dir = Path(run_dir)
     rows = load_rows(run_dir)
     if not rows:
         raise ValueError(f"{run_dir}/metrics.jsonl has no rows yet")
     out = Path(out) if out else run_dir / "plots"
     out.mkdir(parents=True, exist_ok=True)
-    return [plot_evaluation(rows, out), plot_losses(rows, out), plot_time_split(rows, out)]
+    return [plot_evaluation(rows, out), plot_losses(rows, out), plot_time_split(rows, out), plot_learning_curve(rows, out)]
 
 
 def main(argv=None) -> int:

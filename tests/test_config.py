@@ -99,6 +99,9 @@ def test_default_yaml_values():
     assert e.opponents == ("random", "passive_discard", "safe_heuristic")
     assert e.extended_opponents == ("safe_heuristic_loose", "safe_heuristic_strict", "noisy_safe")
     assert e.extended_every == 50
+    assert e.readouts == ("average", "average_greedy", "current") and e.policy in e.readouts
+    assert (e.diagnostic_states, e.diagnostic_redeals) == (64, 32)
+    assert "passive_discard" in e.opponents  # behaviour against it is logged every evaluation
     assert cfg.run.precision == "auto" and cfg.run.max_iterations == 2000
     assert C.make_game(cfg).rules == Rules()
 
@@ -111,6 +114,8 @@ def test_smoke_yaml_is_small():
     assert cfg.memory.advantage_capacity <= 50_000
     assert 0 < cfg.evaluation.eval_every <= cfg.run.max_iterations
     assert cfg.traversal.probe.max_steps >= 2 * cfg.rules.max_turns + 2
+    assert "passive_discard" in cfg.evaluation.opponents
+    assert "average_greedy" in cfg.evaluation.readouts and cfg.evaluation.diagnostic_states > 0
 
 
 @pytest.mark.parametrize("name, every", [("kuhn", 1), ("leduc", 5)])
@@ -372,6 +377,11 @@ def test_section_must_be_mapping(tmp_path):
         ("evaluation.opponents=[]", "evaluation.opponents", "[]", "at least one bot"),
         ("evaluation.extended_opponents=[]", "evaluation.extended_opponents", "[]", "at least one bot"),
         ("evaluation.opponents=[random,random]", "evaluation.opponents", "'random'", "twice"),
+        ("evaluation.readouts=[average,greedy]", "evaluation.readouts", "'greedy'", "average_greedy, current"),
+        ("evaluation.readouts=[current,current]", "evaluation.readouts", "current", "twice"),
+        ("evaluation.readouts=3", "evaluation.readouts", "3", "list of read-offs"),
+        ("evaluation.diagnostic_states=-1", "evaluation.diagnostic_states", "-1", ">= 0"),
+        ("evaluation.diagnostic_redeals=0", "evaluation.diagnostic_redeals", "0", "positive integer"),
         ("rules.n_colors=7", "rules.n_colors", "7", "1..6"),
         ("rules.n_colors=2.0", "rules.n_colors", "2.0", "1..6"),
         ("rules.hand_size=30", "rules.hand_size", "30", "too large"),
@@ -500,3 +510,10 @@ def test_solver_config_errors_carry_key_paths():
     assert str(err) == "traversal.probe.max_probes: expected a positive integer, got 0"
     err = _error(SolverConfig, precision="auto")  # "auto" is resolved before the solver sees it
     assert err.key == "precision" and "float32, bfloat16" in str(err)
+
+
+def test_readouts_accept_a_comma_list_and_default_on_poker():
+    cfg = C.load_config(CONFIG_DIR / "default.yaml", ["evaluation.readouts=current_greedy, average"])
+    assert cfg.evaluation.readouts == ("current_greedy", "average")
+    kuhn = C.load_config(CONFIG_DIR / "kuhn.yaml")
+    assert kuhn.evaluation.diagnostic_states == 0 and "average_greedy" in kuhn.evaluation.readouts

@@ -69,6 +69,12 @@ def test_run_directory_layout_and_metrics(straight):
         assert key in rows[0], key
     assert "eval/exploitability" in rows[1] and "eval/exploitability" not in rows[0]
     assert 0 <= rows[3]["eval/exploitability"] < 1
+    # Every read-off of evaluation.readouts (the defaults here) gets its exploitability; the
+    # primary policy's equals its eval/ key, and no diagnostics run on poker.
+    for readout in ("average", "average_greedy", "current"):
+        assert 0 <= rows[3][f"readout/{readout}/exploitability"], readout
+    assert rows[3]["readout/average/exploitability"] == rows[3]["eval/exploitability"]
+    assert not any(k.startswith("diag/") for k in rows[3])
     assert rows[1]["time/checkpoint_seconds"] > 0 and rows[0]["time/checkpoint_seconds"] == 0
     steps = sorted(int(p.name) for p in (run / "checkpoints").iterdir() if p.name.isdigit())
     assert steps == [2, 4]
@@ -200,3 +206,6 @@ def test_cli_resume_that_cannot_start_prints_only_the_error(tmp_path, capsys):
 def test_cli_evaluate_small_game(straight, capsys):
     assert cli.main(["evaluate", "--checkpoint", str(straight.run_dir)]) == 0
     assert "exploitability" in capsys.readouterr().out
+    assert cli.main(["evaluate", "--checkpoint", str(straight.run_dir), "--policy", "current,current_greedy"]) == 0
+    out = capsys.readouterr().out
+    assert "current_greedy read-off: exploitability" in out
