@@ -390,7 +390,7 @@ def small_game_config(game: str, scheme: str = "external", **overrides: Any) -> 
 
     Args:
       game: "kuhn" or "leduc" (OpenSpiel's "kuhn_poker"/"leduc_poker" also work).
-      scheme: "external" or "probe"; the files hold both schemes' sections.
+      scheme: "external", "probe" or "value"; the files hold every scheme's section.
       **overrides: SolverConfig key paths and their values, e.g.
         `**{"network.hidden_size": 16, "traversal.probe.max_probes": 4, "precision": "bfloat16"}`.
 

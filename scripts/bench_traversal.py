@@ -1,4 +1,4 @@
-"""Lost Cities `probe` traversal throughput beside the network-forward roofline.
+"""Lost Cities `probe` or `value` traversal throughput beside the network-forward roofline.
 
 The roofline is the best states per second of one advantage-network forward pass on this
 machine, measured in the same run over batch sizes: a traversal that evaluates a network at
@@ -15,11 +15,17 @@ on a CPU, so the default batches are smaller; on a GPU add 256.
     python scripts/bench_traversal.py                               # default config, batches 4,16,64
     python scripts/bench_traversal.py --batches 16,64,256 --json bench_traversal.json
     python scripts/bench_traversal.py --set network.hidden_size=64 --set network.num_layers=2
+    python scripts/bench_traversal.py --scheme value --batches 16,64,256
+
+`--scheme value` times the ESCHER traversal (`traversal.value` settings; a random history
+value network stands in for a trained one, which costs the same): it visits the same kind
+of main trajectories but reads every selected node's regrets off the value network instead
+of running rollouts, so its advantage samples per second are the figure to compare.
 
 Each batch is compiled, then timed `--repeats` times (fresh keys, alternating traverser);
 the fastest call is kept. `--json FILE` writes `nodes_per_second`,
-`roofline_states_per_second` and `roofline_fraction` of the default configuration (the
-largest batch measured, where the lanes are fullest), and every row.
+`advantage_samples_per_second`, `roofline_states_per_second` and `roofline_fraction` of the
+default configuration (the largest batch measured, where the lanes are fullest), and every row.
 """
 
 from __future__ import annotations
@@ -60,25 +66,37 @@ def roofline(spec: NetworkSpec, batches=(64, 256, 1024, 4096), repeats: int = 5)
     return best
 
 
-def bench_probe(game, spec: NetworkSpec, batch: int, cfg: tr.ProbeConfig, repeats: int) -> dict:
-    """The fastest of `repeats` timed probe calls of `batch` traversals (after compiling)."""
+def traversal_call(game, spec: NetworkSpec, scheme: str, cfg, batch: int):
+    """`run(traverser, key) -> TraversalResult`: `batch` traversals of `scheme`, jitted."""
     apply_fn = make_apply(network_graphdef(spec))
     params = (init_params(spec, jax.random.key(0)), init_params(spec, jax.random.key(1)))
-    run = jax.jit(tr.probe_sampling, static_argnums=(0, 1, 2, 7))
+    if scheme == "probe":
+        return jax.jit(lambda trav, key: tr.probe_sampling(game, apply_fn, cfg, params, trav, 1.0, key, batch))
+    value_spec = dataclasses.replace(spec, in_size=game.history_size)
+    value_apply = make_apply(network_graphdef(value_spec))
+    value_params = init_params(value_spec, jax.random.key(2))
+    return jax.jit(lambda trav, key: tr.value_sampling(
+        game, apply_fn, cfg, params, trav, 1.0, key, batch, value_apply=value_apply, value_params=value_params))
+
+
+def bench_scheme(game, spec: NetworkSpec, scheme: str, batch: int, cfg, repeats: int) -> dict:
+    """The fastest of `repeats` timed calls of `batch` traversals of `scheme` (after compiling)."""
+    run = traversal_call(game, spec, scheme, cfg, batch)
     t0 = time.perf_counter()
-    jax.block_until_ready(run(game, apply_fn, cfg, params, jnp.int32(0), 1.0, jax.random.key(0), batch))
+    jax.block_until_ready(run(jnp.int32(0), jax.random.key(0)))
     compile_s = time.perf_counter() - t0
     best = None
     for r in range(repeats):
         t0 = time.perf_counter()
-        out = jax.block_until_ready(run(game, apply_fn, cfg, params, jnp.int32(r % 2), 1.0, jax.random.key(r + 1), batch))
+        out = jax.block_until_ready(run(jnp.int32(r % 2), jax.random.key(r + 1)))
         dt = time.perf_counter() - t0
         c = jax.device_get(out.counters)
         nodes, evals = int(c.nodes), int(c.evaluations)
         samples = int(c.advantage_samples) + int(c.strategy_samples)
         row = {"batch": batch, "seconds": dt, "nodes": nodes, "evaluations": evals, "samples": samples,
-               "nodes_per_second": nodes / dt, "evaluations_per_second": evals / dt,
-               "samples_per_second": samples / dt, "compile_seconds": compile_s}
+               "advantage_samples": int(c.advantage_samples), "nodes_per_second": nodes / dt,
+               "evaluations_per_second": evals / dt, "samples_per_second": samples / dt,
+               "advantage_samples_per_second": int(c.advantage_samples) / dt, "compile_seconds": compile_s}
         if best is None or row["nodes_per_second"] > best["nodes_per_second"]:
             best = row
     return best
@@ -87,6 +105,7 @@ def bench_probe(game, spec: NetworkSpec, batch: int, cfg: tr.ProbeConfig, repeat
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_arguments(parser)
+    parser.add_argument("--scheme", choices=("probe", "value"), default="probe", help="traversal scheme (probe)")
     parser.add_argument("--batches", default="4,16,64", help="traversals per call, comma-separated (default: 4,16,64)")
     parser.add_argument("--repeats", type=positive_int, default=2, help="timed calls per batch; the fastest is kept (2)")
     parser.add_argument("--json", dest="json_path", help="write the results to this JSON file")
@@ -107,24 +126,26 @@ def main(argv=None) -> int:
         return 2
 
     game = lc_config.make_game(config)
-    net, cfg = sc.network, sc.traversal.probe
+    net, cfg = sc.network, getattr(sc.traversal, args.scheme)
     spec = NetworkSpec(game.observation_size, game.num_actions, net.hidden_size, net.num_layers,
                        skip_connections=net.skip_connections, layer_norm=net.layer_norm, dtype=sc.precision)
-    print(f"Lost Cities probe traversal, {net.hidden_size} x {net.num_layers} {sc.precision} network, "
-          f"branch_probability {cfg.branch_probability}, max_probes {cfg.max_probes}; "
-          f"jax {jax.__version__} on {jax.devices()[0].platform} ({os.cpu_count()} CPUs)")
+    detail = (f"branch_probability {cfg.branch_probability}, max_probes {cfg.max_probes}" if args.scheme == "probe"
+              else f"sample_probability {cfg.sample_probability}, max_samples {cfg.max_samples}")
+    print(f"Lost Cities {args.scheme} traversal, {net.hidden_size} x {net.num_layers} {sc.precision} network, "
+          f"{detail}; jax {jax.__version__} on {jax.devices()[0].platform} ({os.cpu_count()} CPUs)")
     roof = roofline(spec)
     print(f"network roofline: {roof['states_per_second']:,.0f} states/s "
           f"({roof['us_per_state']:.2f} us/state at batch {roof['batch']})")
-    print(f"{'batch':>6} {'nodes':>10} {'nodes/s':>10} {'evals/s':>10} {'samples/s':>10} {'fraction':>9} {'compile s':>10}")
+    print(f"{'batch':>6} {'nodes':>10} {'nodes/s':>10} {'evals/s':>10} {'samples/s':>10} {'adv. s/s':>10} "
+          f"{'fraction':>9} {'compile s':>10}")
     rows = []
     for b in batches:
-        row = bench_probe(game, spec, b, cfg, args.repeats)
+        row = bench_scheme(game, spec, args.scheme, b, cfg, args.repeats)
         row["roofline_fraction"] = row["nodes_per_second"] / roof["states_per_second"]
         rows.append(row)
         print(f"{b:>6} {row['nodes']:>10,} {row['nodes_per_second']:>10,.0f} {row['evaluations_per_second']:>10,.0f} "
-              f"{row['samples_per_second']:>10,.0f} {row['roofline_fraction']:>9.1%} {row['compile_seconds']:>10.1f}",
-              flush=True)
+              f"{row['samples_per_second']:>10,.0f} {row['advantage_samples_per_second']:>10,.0f} "
+              f"{row['roofline_fraction']:>9.1%} {row['compile_seconds']:>10.1f}", flush=True)
     head = max(rows, key=lambda r: r["batch"])
     print(f"batch {head['batch']}: {head['nodes_per_second']:,.0f} nodes/s = {head['roofline_fraction']:.1%} of the "
           f"roofline (goal: 50%)")
@@ -132,11 +153,13 @@ def main(argv=None) -> int:
         write_result(args.json_path, {
             "nodes_per_second": head["nodes_per_second"],
             "samples_per_second": head["samples_per_second"],
+            "advantage_samples_per_second": head["advantage_samples_per_second"],
+            "scheme": args.scheme,
             "roofline_states_per_second": roof["states_per_second"],
             "roofline_fraction": head["roofline_fraction"],
             "batch": head["batch"],
             "network": {"hidden": net.hidden_size, "layers": net.num_layers, "precision": sc.precision},
-            "probe": dataclasses.asdict(cfg),
+            args.scheme: dataclasses.asdict(cfg),
             "config": config_path_for_json(args.config),
             "overrides": args.overrides,
             "rows": rows,

@@ -54,6 +54,7 @@ import jax
 
 from lcjax.cfr import exploitability as ex
 from lcjax.cfr.solver import DeepCFR, make_solver
+from lcjax.cfr.solver_config import SCHEMES
 from lcjax.config import parse_override, small_game_config
 from lcjax.env.kuhn import KuhnPoker
 from lcjax.env.leduc import LeducPoker
@@ -106,7 +107,7 @@ def solve(
 
     Args:
       game_name: "kuhn" or "leduc".
-      scheme: "external" or "probe".
+      scheme: "external", "probe" or "value".
       seconds: solver wall-clock budget (compilation included).
       out_dir: output folder (created if missing).
       seed: PRNG seed of the run.
@@ -255,7 +256,7 @@ def curve_row(
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--game", choices=sorted(GAMES), required=True)
-    parser.add_argument("--scheme", choices=("external", "probe"), default="external")
+    parser.add_argument("--scheme", choices=SCHEMES, default="external")
     parser.add_argument("--seconds", type=float, required=True, help="solver wall-clock budget, compilation included")
     parser.add_argument("--out", required=True, help="output folder")
     parser.add_argument("--seed", type=int, default=0)

@@ -128,12 +128,26 @@ def test_bench_traversal_json(tmp_path, capsys):
     head = data["rows"][1]  # the largest batch is the headline
     assert data["batch"] == 8 and data["nodes_per_second"] == head["nodes_per_second"]
     assert data["network"] == {"hidden": 8, "layers": 1, "precision": "float32"}
+    assert data["scheme"] == "probe"
     assert data["probe"]["max_probes"] == 4 and data["probe"]["branch_probability"] == 0.3
     assert _positive(data["roofline_states_per_second"])
     assert data["roofline_fraction"] == pytest.approx(data["nodes_per_second"] / data["roofline_states_per_second"])
     for r in data["rows"]:
         assert r["nodes"] >= r["evaluations"] > 0
         assert r["nodes_per_second"] == pytest.approx(r["nodes"] / r["seconds"])
+
+
+def test_bench_traversal_value_scheme(tmp_path, capsys):
+    path = tmp_path / "value.json"
+    tiny = TINY + ["traversal.value.max_samples=8", "traversal.value.max_strategy=32", "traversal.value.max_steps=62"]
+    assert bench_traversal.main(_sets(tiny) + ["--scheme", "value", "--batches", "4", "--repeats", "1", "--json", str(path)]) == 0
+    assert "value traversal" in capsys.readouterr().out
+    data = json.loads(path.read_text())
+    assert data["scheme"] == "value" and data["value"]["max_samples"] == 8
+    row = data["rows"][0]
+    # Every traverser node of the trajectories is sampled (sample_probability 1), up to 8 each.
+    assert 0 < row["advantage_samples"] <= 4 * 8
+    assert data["advantage_samples_per_second"] == pytest.approx(row["advantage_samples"] / row["seconds"])
 
 
 def test_bench_traversal_rejects_bad_input(capsys):

@@ -264,6 +264,30 @@ def reservoir_add(
     return reservoir_insert(reservoir, items, valid, draws)
 
 
+def ring_add(reservoir: Reservoir, items: PyTree, valid: Array | None = None) -> Reservoir:
+    """Insert a batch first in, first out: a sliding window over the items offered.
+
+    The n-th valid item overall (0-based, in batch order) goes to slot n % capacity, so the
+    buffer holds the most recent `capacity` items: for data that must follow a moving
+    target (values of the current strategies) rather than sample the whole history. It is
+    `reservoir_insert` with the draw n % capacity, which algorithm R would accept.
+
+    Args:
+      reservoir: the buffer.
+      items: pytree like one item, every leaf with a leading batch axis B.
+      valid: bool[B], which items are offered (None: all).
+
+    Returns:
+      The updated Reservoir (`size` = min(items offered, capacity)).
+    """
+    batch = jax.tree.leaves(items)[0].shape[0]
+    if valid is None:
+        valid = jnp.ones((batch,), bool)
+    capacity = jax.tree.leaves(reservoir.data)[0].shape[0]
+    draws = _positions(reservoir.seen, jnp.asarray(valid, bool)) % capacity
+    return reservoir_insert(reservoir, items, valid, draws)
+
+
 def reservoir_sample(key: Array, reservoir: Reservoir, batch_size: int) -> PyTree:
     """A uniform minibatch, with replacement, from the stored items.
 

@@ -45,25 +45,17 @@ from lcjax.cfr.networks import NetworkSpec, init_params, make_apply, network_gra
 from lcjax.cfr.policy import average_policy, bind, current_policy, make_act
 from lcjax.cfr.samples import AdvantageSample, StrategySample
 from lcjax.cfr.solver_config import SolverConfig
-from lcjax.cfr.training import advantage_loss, make_optimizer, phase_schedule, strategy_loss, train_steps
+from lcjax.cfr.training import (
+    advantage_loss,
+    fast_compile_options,
+    make_optimizer,
+    phase_schedule,
+    strategy_loss,
+    train_steps,
+)
 
 Array = jax.Array
 Params = Any
-
-_FAST_COMPILE = {"xla_backend_optimization_level": 1, "xla_cpu_use_fusion_emitters": False}
-
-
-@functools.lru_cache(maxsize=None)
-def _fast_compile_options() -> dict[str, Any] | None:
-    """`_FAST_COMPILE` where the default backend is a CPU that accepts it, else None."""
-    if jax.default_backend() != "cpu":
-        return None
-    try:
-        jax.jit(lambda x: x + 1, compiler_options=_FAST_COMPILE).lower(jnp.float32(0)).compile()
-    except Exception:  # an XLA without these options: compile as usual
-        return None
-    return dict(_FAST_COMPILE)
-
 
 def _add_weighted(power: float, key, reservoir, items, valid):
     """`reservoir_add` with each sample's weight t replaced by t ** power (1 = Linear CFR)."""
@@ -86,6 +78,7 @@ class SolverState(NamedTuple):
       strategy_memory: Reservoir of StrategySample.
       value_params: the history-value network's parameters (scheme "value"; else ()).
       value_opt: its optax state (else ()).
+      value_memory: Reservoir of ValueSample, a sliding window (else ()).
     """
 
     iteration: Array
@@ -98,6 +91,7 @@ class SolverState(NamedTuple):
     strategy_memory: Reservoir
     value_params: Params = ()
     value_opt: Any = ()
+    value_memory: Any = ()
 
 
 class _Phases:
@@ -127,7 +121,7 @@ class _Phases:
         self.optimizer = make_optimizer(phase_schedule(c.learning_rate, c.lr_schedule, c.advantage_steps), clip)
         strategy_lr = c.strategy_learning_rate or c.learning_rate
         strategy_optimizer = make_optimizer(phase_schedule(strategy_lr, c.lr_schedule, c.strategy_steps), clip)
-        jit = functools.partial(jax.jit, compiler_options=_fast_compile_options() if c.fast_compile else None)
+        jit = functools.partial(jax.jit, compiler_options=fast_compile_options() if c.fast_compile else None)
         # `make_train_fn`'s program, jitted here so that it takes the compiler options.
         self.train_advantage = jit(
             functools.partial(
@@ -227,9 +221,10 @@ class DeepCFR:
         strat_params, strat_opt = self._fresh_network(ks)
         (adv_example, adv_store), (strat_example, strat_store) = self._example_samples()
         memory = tuple(reservoir_init(c.advantage_capacity, adv_example, adv_store) for _ in range(2))
-        value_params, value_opt = (), ()
+        value_params, value_opt, value_memory = (), (), ()
         if self._phases.history_value is not None:
             value_params, value_opt = self._phases.history_value.fresh(jax.random.fold_in(key, 1))
+            value_memory = self._phases.history_value.init_memory()
         return SolverState(
             iteration=jnp.int32(0),
             key=key,
@@ -241,6 +236,7 @@ class DeepCFR:
             strategy_memory=reservoir_init(c.strategy_capacity, strat_example, strat_store),
             value_params=value_params,
             value_opt=value_opt,
+            value_memory=value_memory,
         )
 
     # ----------------------------------------------------------------- compilation
@@ -267,7 +263,9 @@ class DeepCFR:
             self._train_strategy.lower(k, state.strategy_params, state.strategy_opt, state.strategy_memory),
         ]
         if self._phases.history_value is not None:
-            lowered += self._phases.history_value.lowered(k, state.advantage_params, state.value_params, state.value_opt, t_next)
+            lowered += self._phases.history_value.lowered(
+                k, state.advantage_params, state.value_params, state.value_opt, state.value_memory, t_next
+            )
         with concurrent.futures.ThreadPoolExecutor(max_workers=min(len(lowered), os.cpu_count() or 1)) as pool:
             # Compiling populates each jitted function's cache, so later calls reuse it.
             list(pool.map(lambda lowered: lowered.compile(), lowered))
@@ -298,10 +296,10 @@ class DeepCFR:
         adv_memory = list(state.advantage_memory)
         strat_memory = state.strategy_memory
         metrics: dict[str, float] = {}
-        value_params, value_opt = state.value_params, state.value_opt
+        value_params, value_opt, value_memory = state.value_params, state.value_opt, state.value_memory
         if self._phases.history_value is not None:  # Q of the current strategies, before traversing
-            value_params, value_opt, value_metrics = self._phases.history_value.fit(
-                keys[5], state.advantage_params, value_params, value_opt, t_next
+            value_params, value_opt, value_memory, value_metrics = self._phases.history_value.fit(
+                keys[5], state.advantage_params, value_params, value_opt, value_memory, t_next
             )
             metrics.update(value_metrics)
         for player in (0, 1):
@@ -335,6 +333,7 @@ class DeepCFR:
             strategy_memory=strat_memory,
             value_params=value_params,
             value_opt=value_opt,
+            value_memory=value_memory,
         )
         metrics.update(_phase_metrics(timing, totals, compile_seconds, time.perf_counter() - t_start, new_state))
         return new_state, {"iteration": iteration, **metrics}

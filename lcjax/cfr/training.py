@@ -44,6 +44,7 @@ __all__ = [
     "TrainMetrics",
     "make_optimizer",
     "phase_schedule",
+    "fast_compile_options",
     "advantage_loss",
     "strategy_loss",
     "value_loss",
@@ -366,3 +367,19 @@ def phase_schedule(learning_rate: float, kind: str, num_steps: int):
         return learning_rate * (1.0 - frac)
 
     return schedule
+
+
+_FAST_COMPILE = {"xla_backend_optimization_level": 1, "xla_cpu_use_fusion_emitters": False}
+
+
+@functools.lru_cache(maxsize=None)
+def fast_compile_options() -> dict[str, Any] | None:
+    """XLA options for shorter compiles on CPU (LLVM -O1, classic fusion emitters), where the
+    default backend is a CPU that accepts them, else None (`optimization.fast_compile`)."""
+    if jax.default_backend() != "cpu":
+        return None
+    try:
+        jax.jit(lambda x: x + 1, compiler_options=_FAST_COMPILE).lower(jnp.float32(0)).compile()
+    except Exception:  # an XLA without these options: compile as usual
+        return None
+    return dict(_FAST_COMPILE)

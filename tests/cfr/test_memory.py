@@ -13,6 +13,7 @@ from lcjax.cfr.memory import (
     reservoir_draws,
     reservoir_init,
     reservoir_sample,
+    ring_add,
 )
 from lcjax.cfr.samples import AdvantageSample
 
@@ -73,6 +74,27 @@ def test_fill_below_capacity_keeps_order_and_skips_invalid():
     reservoir = _add(jax.random.key(1), reservoir, _items(ids + 100), jnp.asarray(valid2))
     assert int(reservoir.size) == 6 and int(reservoir.seen) == 6
     np.testing.assert_array_equal(reservoir.data["id"][:6], [100, 102, 103, 107, 201, 205])
+
+
+def test_ring_add_keeps_the_most_recent_items():
+    ring = jax.jit(ring_add)
+    buffer = reservoir_init(CAPACITY, _example())
+    valid = np.ones(BATCH, bool)
+    valid[[1, 4]] = False  # 10 valid items: 100, 102, 103, 105, ..., 111
+    ids = np.arange(100, 100 + BATCH)
+    buffer = ring(buffer, _items(ids), jnp.asarray(valid))
+    assert int(buffer.size) == CAPACITY and int(buffer.seen) == 10
+    kept = ids[valid]
+    # Item n (0-based among valid ones) sits in slot n % 8: the last 8 of the 10 remain.
+    want = np.empty(CAPACITY, int)
+    for n, item in enumerate(kept):
+        want[n % CAPACITY] = item
+    np.testing.assert_array_equal(buffer.data["id"], want)
+    assert set(np.asarray(buffer.data["id"]).tolist()) == set(kept[-CAPACITY:].tolist())
+    # The next batch overwrites the oldest slots first.
+    buffer = ring(buffer, _items(ids + 100), jnp.asarray(np.arange(BATCH) < 3))
+    assert int(buffer.seen) == 13
+    assert set(np.asarray(buffer.data["id"]).tolist()) == set(kept[-5:].tolist()) | {200, 201, 202}
 
 
 def test_invalid_items_change_nothing_even_when_full():

@@ -9,10 +9,12 @@ and all public information, never the undealt deck order).
 
 Two jitted calls per iteration:
 
-* `value_data`: on-policy games, both players on their current strategies (mixed with
-  `exploration` uniform). Recorded nodes (each with probability `record_probability`, at
-  most `max_records` per game) give training items for Q: the history, the action taken
-  and the acting player's final return, divided by `return_scale`.
+* `value_data`: games with both players on their current strategies (mixed with
+  `exploration` uniform). Each node is recorded with probability `record_probability` (at
+  most `max_records` per game) as a training item for Q: the history, the action taken and
+  the acting player's final return divided by `return_scale`. With `exploring_records` a
+  recorded node's action is drawn uniformly from the legal ones, which gives every
+  action's value equal coverage at the price of a few off-policy moves per game.
 * `value_sampling`: the traverser's main trajectories, exactly as `probe` runs them (the
   traverser on the fixed sampling policy, the opponent on its current strategy, recorded as
   strategy samples), except that every selected traverser node (each with probability
@@ -64,11 +66,14 @@ class ValueConfig(Settings):
       max_strategy: strategy samples kept per traversal (one per opponent node).
       max_steps: bound on a trajectory's length (longer games are cut and counted).
       lanes: trajectories advanced together (0 = 2048, or fewer when there are fewer).
-      value_games: on-policy games per iteration that train the history value.
+      value_games: games per iteration that train the history value.
       record_probability: chance that a node of such a game becomes a value item.
       max_records: value items kept per game.
-      exploration: probability of a uniform random action in those games (so that every
-        action's value is seen; 0 = purely on-policy).
+      value_capacity: items in the value memory, a sliding window over the most recent
+        iterations' items (Q is fitted on all of it).
+      exploration: probability of a uniform random action at the other nodes (0 = on-policy).
+      exploring_records: recorded nodes play a uniformly random action (else the
+        strategies' own action, so rarely played actions get few targets).
       return_scale: returns are divided by this before they become targets, so that values
         and regrets are O(1) (0 = the game's `return_scale`, or 1 if it has none).
       value_steps, value_batch: Adam steps and minibatch size fitting Q each iteration.
@@ -82,9 +87,11 @@ class ValueConfig(Settings):
     max_steps: int = setting(512, Int(1))
     lanes: int = setting(0, Int(0))
     value_games: int = setting(256, Int(1))
-    record_probability: float = setting(0.25, Float(0.0, 1.0, lo_open=True))
-    max_records: int = setting(64, Int(1))
-    exploration: float = setting(0.05, Float(0.0, 1.0))
+    record_probability: float = setting(0.03, Float(0.0, 1.0, lo_open=True))
+    max_records: int = setting(32, Int(1))
+    value_capacity: int = setting(65536, Int(1))
+    exploration: float = setting(0.0, Float(0.0, 1.0))
+    exploring_records: bool = setting(True, Bool())
     return_scale: float = setting(0.0, Float(0.0))
     value_steps: int = setting(256, Int(1))
     value_batch: int = setting(512, Int(1))
@@ -141,11 +148,14 @@ def _data_step(s: _DataSetup, c: _DataCarry) -> _DataCarry:
     sigma = ln.lane_strategy(s.apply_fn, s.params, obs_rows, mask, player, c.live, flag)
     lane = jnp.arange(mask.shape[1])
     u = ln.uniforms(s.seeds[0], c.step, lane)
-    explore = ln.uniforms(s.seeds[1], c.step, lane) < s.cfg.exploration
-    action = jnp.where(explore, ln.uniform_columns(mask, u), ln.sample_columns(sigma, u))
     # Keyed by the node (game, move number), like probe decisions: independent of scheduling.
     record = c.live & (ln.uniforms(s.seeds[2], c.moves, c.game_id) < s.cfg.record_probability)
-    row = jnp.where(record & (c.records < per_game), c.game_id * per_game + c.records, g_total * per_game)
+    record = record & (c.records < per_game)
+    explore = ln.uniforms(s.seeds[1], c.step, lane) < s.cfg.exploration
+    if s.cfg.exploring_records:
+        explore = explore | record
+    action = jnp.where(explore, ln.uniform_columns(mask, u), ln.sample_columns(sigma, u))
+    row = jnp.where(record, c.game_id * per_game + c.records, g_total * per_game)
     child = s.game.step(states, action)
     moves = c.moves + c.live.astype(jnp.int32)
     ended = c.live & child.terminated

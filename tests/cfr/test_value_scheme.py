@@ -1,0 +1,102 @@
+"""The `value` scheme: its training data for Q, a short Kuhn solve, and an exact resume."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from lcjax.cfr import traversal as tr
+from lcjax.cfr.networks import NetworkSpec, init_params, make_apply, network_graphdef
+from lcjax.cfr.solver import make_solver
+from lcjax.config import config_from_dict, small_game_config
+from lcjax.env.kuhn import KuhnPoker
+from lcjax.evaluate import evaluate_exploitability
+from lcjax.run import read_metrics, train
+
+GAME = KuhnPoker()
+SPEC = NetworkSpec(GAME.observation_size, GAME.num_actions, hidden_size=8, num_layers=1)
+APPLY = make_apply(network_graphdef(SPEC))
+PARAMS = (init_params(SPEC, jax.random.key(0)), init_params(SPEC, jax.random.key(1)))
+
+
+@pytest.mark.parametrize("exploring", [True, False])
+def test_value_data_items_are_scaled_returns_of_recorded_nodes(exploring):
+    cfg = tr.ValueConfig(record_probability=1.0, max_records=2, max_steps=8, exploring_records=exploring)
+    data = jax.jit(lambda k: tr.value_data(GAME, APPLY, cfg, PARAMS, 3.0, k, 256))(jax.random.key(5))
+    valid = np.asarray(data.valid)
+    assert valid.sum() > 256  # every game records its first two decisions (Kuhn has 2 or 3)
+    items = jax.tree.map(lambda x: np.asarray(x)[valid], data.items)
+    # Kuhn returns are +-1 or +-2 chips, divided by the game's return scale of 2.
+    assert set(np.round(np.abs(items.target), 6).tolist()) <= {0.5, 1.0}
+    assert np.all(items.action.sum(-1) == 1) and np.all(items.iteration == 3.0)
+    assert items.history.shape[1] == GAME.history_size
+    # The history holds the acting player's observation: its first entries equal observe's.
+    assert np.all(np.isin(items.history[:, : GAME.observation_size], [0.0, 1.0]))
+    assert int(data.truncated) == 0 and int(data.nodes) > 2 * 256
+    # Both players' first decisions: betting first (P0) is legal and so is checking.
+    taken = items.action.argmax(-1)
+    assert set(taken.tolist()) == {0, 1}
+
+
+def test_value_data_exploring_records_cover_actions_uniformly():
+    """With exploring records and a near-deterministic strategy, the recorded actions are
+    still about uniform; without them they follow the strategy."""
+    # A strategy network whose output strongly prefers action 1 everywhere.
+    sure = jax.tree.map(jnp.zeros_like, PARAMS[0])
+    sure["output"]["bias"] = jnp.array([-5.0, 5.0])
+    params = (sure, sure)
+    shares = {}
+    for exploring in (True, False):
+        cfg = tr.ValueConfig(record_probability=1.0, max_records=1, max_steps=8, exploring_records=exploring)
+        data = jax.jit(lambda k, c=cfg: tr.value_data(GAME, APPLY, c, params, 1.0, k, 2048))(jax.random.key(9))
+        actions = np.asarray(data.items.action)[np.asarray(data.valid)].argmax(-1)
+        shares[exploring] = float(np.mean(actions == 1))
+    assert abs(shares[True] - 0.5) < 0.05
+    assert shares[False] > 0.98
+
+
+def test_kuhn_value_scheme_learns():
+    config = small_game_config("kuhn", "value", **{"traversal.traversals_per_player": 128, "traversal.traversal_batch": 128})
+    solver = make_solver(GAME, config)
+    state = solver.init(jax.random.key(0))
+    uniform = evaluate_exploitability(solver, state)["eval/exploitability"]
+    for _ in range(20):
+        state, metrics = solver.iteration(state)
+    assert metrics["value/items"] > 0 and metrics["memory/value"] > metrics["value/items"]
+    assert metrics["fve/value"] <= 1.0 and metrics["nonfinite/value"] == 0
+    assert metrics["traversal/advantage_samples"] > 0
+    after = evaluate_exploitability(solver, state)["eval/exploitability"]
+    assert after < 0.5 * uniform, (uniform, after)
+
+
+def test_value_run_resumes_exactly(tmp_path):
+    """The value network, its optimizer and its memory are checkpointed: a resumed run
+    continues exactly as one that never stopped."""
+    tiny = {
+        "game": "kuhn",
+        "run": {"name": "value", "seed": 1, "max_iterations": 4},
+        "network": {"hidden_size": 8, "num_layers": 1},
+        "traversal": {
+            "scheme": "value", "traversals_per_player": 16, "traversal_batch": 16,
+            "value": {"max_samples": 2, "max_strategy": 2, "max_steps": 4, "value_games": 16,
+                      "record_probability": 0.5, "max_records": 1, "value_capacity": 64,
+                      "value_steps": 4, "value_batch": 8},
+        },
+        "optimization": {"advantage_steps": 4, "advantage_batch": 16, "strategy_steps": 4, "strategy_batch": 16},
+        "memory": {"advantage_capacity": 128, "strategy_capacity": 128},
+        "checkpoint": {"save_every": 2, "keep": 2},
+        "evaluation": {"eval_every": 2},
+    }
+    straight = train(config_from_dict(tiny), run_dir=tmp_path / "straight")
+    train(config_from_dict(tiny), run_dir=tmp_path / "resumed", max_iterations=2)
+    resumed = train(None, resume=tmp_path / "resumed")
+    assert resumed.iteration == straight.iteration == 4
+    assert int(straight.state.value_memory.size) > 0
+    for x, y in zip(jax.tree.leaves(straight.state), jax.tree.leaves(resumed.state)):
+        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+            x, y = jax.random.key_data(x), jax.random.key_data(y)
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    strip = lambda rows: [{k: v for k, v in r.items() if not k.startswith("time/") and "per_second" not in k} for r in rows]  # noqa: E731
+    assert strip(read_metrics(straight.run_dir)) == strip(read_metrics(tmp_path / "resumed"))
