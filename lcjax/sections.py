@@ -30,11 +30,21 @@ class _Name(Check):
         return value
 
 
-class _Bots(Check):
-    """A list of bot names from `lcjax.env.bots.BOT_NAMES` (or a comma-separated string)."""
+class _NameList(Check):
+    """A list of names from `options()` (or a comma-separated string), none listed twice.
+
+    Args:
+      kind: what a name is, for messages ("bot", "read-off").
+      options: () -> the allowed names (called when checking, so that the bots' module is
+        imported only then).
+      allowed: how the message introduces them ("allowed bots", "allowed").
+    """
+
+    def __init__(self, kind: str, options, allowed: str):
+        self.kind, self.options, self.allowed = kind, options, allowed
 
     def describe(self) -> str:
-        return "a list of bot names"
+        return "a list of bot names" if self.kind == "bot" else f"a list of {self.kind}s from: {', '.join(self.options())}"
 
     def __call__(self, value):
         if isinstance(value, str):
@@ -43,39 +53,26 @@ class _Bots(Check):
             value = []
         if not isinstance(value, (list, tuple)):
             raise self.fail(value)
-        from lcjax.env.bots import BOT_NAMES
-
+        options = self.options()
         seen: list[str] = []
         for name in value:
-            if not isinstance(name, str) or name not in BOT_NAMES:
-                hint = did_you_mean(name, BOT_NAMES) if isinstance(name, str) else ""
-                raise ConfigError(f"unknown bot {name!r}{hint}; allowed bots: {', '.join(BOT_NAMES)}")
+            if not isinstance(name, str) or name not in options:
+                hint = did_you_mean(name, options) if isinstance(name, str) else ""
+                raise ConfigError(f"unknown {self.kind} {name!r}{hint}; {self.allowed}: {', '.join(options)}")
             if name in seen:
-                raise ConfigError(f"bot {name!r} is listed twice in {list(value)!r}")
+                raise ConfigError(f"{self.kind} {name!r} is listed twice in {list(value)!r}")
             seen.append(name)
         return tuple(seen)
 
 
-class _Readouts(Check):
-    """A list of read-offs from `EVAL_READOUTS` (or a comma-separated string), none twice."""
+def _bot_names() -> tuple[str, ...]:
+    from lcjax.env.bots import BOT_NAMES
 
-    def describe(self) -> str:
-        return f"a list of read-offs from: {', '.join(EVAL_READOUTS)}"
+    return BOT_NAMES
 
-    def __call__(self, value):
-        if isinstance(value, str):
-            value = [part.strip() for part in value.split(",") if part.strip()]
-        if value is None:
-            value = []
-        if not isinstance(value, (list, tuple)):
-            raise self.fail(value)
-        for name in value:
-            if not isinstance(name, str) or name not in EVAL_READOUTS:
-                hint = did_you_mean(name, EVAL_READOUTS) if isinstance(name, str) else ""
-                raise ConfigError(f"unknown read-off {name!r}{hint}; allowed: {', '.join(EVAL_READOUTS)}")
-        if len(set(value)) != len(value):
-            raise ConfigError(f"a read-off is listed twice in {list(value)!r}")
-        return tuple(value)
+
+_BOTS = _NameList("bot", _bot_names, "allowed bots")
+_READOUTS = _NameList("read-off", lambda: EVAL_READOUTS, "allowed")
 
 
 # ---------------------------------------------------------------------------- sections
@@ -161,12 +158,12 @@ class EvaluationConfig(Settings):
 
     eval_every: int = setting(10, Int(0))
     games: int = setting(1000, Int(1))
-    opponents: tuple[str, ...] = setting(("random",), _Bots())
+    opponents: tuple[str, ...] = setting(("random",), _BOTS)
     policy: str = setting("average", Choice(EVAL_POLICIES))
-    readouts: tuple[str, ...] = setting(("average", "average_greedy", "current"), _Readouts())
+    readouts: tuple[str, ...] = setting(("average", "average_greedy", "current"), _READOUTS)
     diagnostic_states: int = setting(64, Int(0))
     diagnostic_redeals: int = setting(32, Int(1))
-    extended_opponents: tuple[str, ...] = setting((), _Bots())
+    extended_opponents: tuple[str, ...] = setting((), _BOTS)
     extended_every: int = setting(0, Int(0))
     extended_games: int = setting(1000, Int(1))
 
