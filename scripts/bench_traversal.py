@@ -72,7 +72,7 @@ def traversal_call(game, spec: NetworkSpec, scheme: str, cfg, batch: int):
     params = (init_params(spec, jax.random.key(0)), init_params(spec, jax.random.key(1)))
     if scheme == "probe":
         return jax.jit(lambda trav, key: tr.probe_sampling(game, apply_fn, cfg, params, trav, 1.0, key, batch))
-    value_spec = dataclasses.replace(spec, in_size=game.history_size)
+    value_spec = spec._replace(in_size=game.history_size)
     value_apply = make_apply(network_graphdef(value_spec))
     value_params = init_params(value_spec, jax.random.key(2))
     return jax.jit(lambda trav, key: tr.value_sampling(

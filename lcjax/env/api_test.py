@@ -10,6 +10,8 @@ size (`observe_history`, terminated states included), and zero-sum returns. It r
 
 from __future__ import annotations
 
+import functools
+
 import chex
 import jax
 import jax.numpy as jnp
@@ -25,26 +27,9 @@ def _random_legal(key, mask):
     return jnp.argmax(counts > pick).astype(jnp.int32)
 
 
-def api_test(game: Game, *, num_games: int = 64, max_steps: int = 1000, seed: int = 0) -> None:
-    """Check that `game` implements the protocol of `lcjax.env.protocol`.
-
-    Args:
-      game: the game under test.
-      num_games: random games played side by side.
-      max_steps: every game must have ended after this many steps.
-      seed: PRNG seed of the deal and the random play.
-    """
+def _check_shapes(game: Game, single, num_games: int, seed: int):
+    """The batched init's states (checking the shapes and dtypes of what every function returns)."""
     a, d, e = game.num_actions, game.observation_size, game.history_size
-    assert game.num_players == 2, "only two-player games are supported"
-
-    single = jax.jit(game.init)(jax.random.key(seed))
-    assert single.current_player.shape == () and single.current_player.dtype == jnp.int32, (
-        "current_player must be an int32 scalar"
-    )
-    assert single.terminated.shape == () and single.terminated.dtype == jnp.bool_, (
-        "terminated must be a bool scalar"
-    )
-
     init = jax.jit(jax.vmap(game.init))
     keys = jax.random.split(jax.random.key(seed), num_games)
     states = init(keys)
@@ -68,31 +53,57 @@ def api_test(game: Game, *, num_games: int = 64, max_steps: int = 1000, seed: in
             "legal mask must be bool[A], observe float32[D], observe_history float32[E], "
             f"returns float32[2]: {err}"
         ) from err
+    return states
 
-    def checks(state, key):
-        mask = jax.vmap(game.legal_action_mask)(state)
-        obs0 = jax.vmap(game.observe)(state, jnp.zeros(num_games, jnp.int32))
-        obs1 = jax.vmap(game.observe)(state, jnp.ones(num_games, jnp.int32))
-        hist = jax.vmap(game.observe_history)(state)
-        action = jax.vmap(_random_legal)(jax.random.split(key, num_games), mask)
-        nxt = jax.vmap(game.step)(state, action)
-        live = ~state.terminated
-        same = jax.tree_util.tree_map(
-            lambda x, y: jnp.all((x == y).reshape(num_games, -1), axis=1), state, nxt
-        )
-        unchanged = jnp.all(jnp.stack(jax.tree_util.tree_leaves(same)), axis=0)
-        rets = jax.vmap(game.returns)(state)
-        flags = {
-            "legal mask non-empty before the end": jnp.all(~live | mask.any(-1)),
-            "legal mask empty once terminated": jnp.all(live | ~mask.any(-1)),
-            "step on a terminated state is a no-op": jnp.all(live | unchanged),
-            "a legal step changes the state": jnp.all(~live | ~unchanged),
-            "observations are finite": jnp.all(jnp.isfinite(obs0)) & jnp.all(jnp.isfinite(obs1)),
-            "histories are finite": jnp.all(jnp.isfinite(hist)),
-            "returns are zero-sum": jnp.all(jnp.abs(rets.sum(-1)) < 1e-5),
-            "current player is 0 or 1": jnp.all(live | (state.current_player == 0) | (state.current_player == 1)),
-        }
-        return nxt, flags
+
+def _step_checks(game: Game, num_games: int, state, key):
+    """(the state after a random legal action, {property: bool scalar over the batch})."""
+    mask = jax.vmap(game.legal_action_mask)(state)
+    obs0 = jax.vmap(game.observe)(state, jnp.zeros(num_games, jnp.int32))
+    obs1 = jax.vmap(game.observe)(state, jnp.ones(num_games, jnp.int32))
+    hist = jax.vmap(game.observe_history)(state)
+    action = jax.vmap(_random_legal)(jax.random.split(key, num_games), mask)
+    nxt = jax.vmap(game.step)(state, action)
+    live = ~state.terminated
+    same = jax.tree_util.tree_map(
+        lambda x, y: jnp.all((x == y).reshape(num_games, -1), axis=1), state, nxt
+    )
+    unchanged = jnp.all(jnp.stack(jax.tree_util.tree_leaves(same)), axis=0)
+    rets = jax.vmap(game.returns)(state)
+    flags = {
+        "legal mask non-empty before the end": jnp.all(~live | mask.any(-1)),
+        "legal mask empty once terminated": jnp.all(live | ~mask.any(-1)),
+        "step on a terminated state is a no-op": jnp.all(live | unchanged),
+        "a legal step changes the state": jnp.all(~live | ~unchanged),
+        "observations are finite": jnp.all(jnp.isfinite(obs0)) & jnp.all(jnp.isfinite(obs1)),
+        "histories are finite": jnp.all(jnp.isfinite(hist)),
+        "returns are zero-sum": jnp.all(jnp.abs(rets.sum(-1)) < 1e-5),
+        "current player is 0 or 1": jnp.all(live | (state.current_player == 0) | (state.current_player == 1)),
+    }
+    return nxt, flags
+
+
+def api_test(game: Game, *, num_games: int = 64, max_steps: int = 1000, seed: int = 0) -> None:
+    """Check that `game` implements the protocol of `lcjax.env.protocol`.
+
+    Args:
+      game: the game under test.
+      num_games: random games played side by side.
+      max_steps: every game must have ended after this many steps.
+      seed: PRNG seed of the deal and the random play.
+    """
+    assert game.num_players == 2, "only two-player games are supported"
+
+    single = jax.jit(game.init)(jax.random.key(seed))
+    assert single.current_player.shape == () and single.current_player.dtype == jnp.int32, (
+        "current_player must be an int32 scalar"
+    )
+    assert single.terminated.shape == () and single.terminated.dtype == jnp.bool_, (
+        "terminated must be a bool scalar"
+    )
+
+    states = _check_shapes(game, single, num_games, seed)
+    checks = functools.partial(_step_checks, game, num_games)
 
     def play(states, key):
         def body(carry, key):

@@ -50,6 +50,7 @@ from lcjax.cfr.samples import AdvantageSample, ValueSample
 from lcjax.cfr.traversal import lanes as ln
 from lcjax.cfr.traversal import trajectory as tj
 from lcjax.cfr.traversal.results import TraversalCounters, TraversalResult, strategy_samples
+from lcjax.env import protocol
 from lcjax.settings import Bool, Float, Int, Settings, setting
 
 Array = jax.Array
@@ -100,10 +101,8 @@ class ValueConfig(Settings):
 
 
 def return_scale(game, cfg: ValueConfig) -> float:
-    """The divisor of returns: `cfg.return_scale`, else the game's `return_scale`, else 1."""
-    if cfg.return_scale > 0:
-        return float(cfg.return_scale)
-    return float(getattr(game, "return_scale", 1.0))
+    """The divisor of returns: `cfg.return_scale`, else the game's (`protocol.return_scale`)."""
+    return float(cfg.return_scale) if cfg.return_scale > 0 else protocol.return_scale(game)
 
 
 # ---------------------------------------------------------------------------- value data
