@@ -74,7 +74,11 @@ class ValueConfig(Settings):
         iterations' items (Q is fitted on all of it).
       exploration: probability of a uniform random action at the other nodes (0 = on-policy).
       exploring_records: recorded nodes play a uniformly random action (else the
-        strategies' own action, so rarely played actions get few targets).
+        strategies' own action, so rarely played actions get few targets). The exploring
+        moves are part of every earlier item's continuation, so keep them few per game:
+        when most nodes explore, Q learns the value of uniform play instead of the
+        strategies' (on Kuhn, 0.8 of the nodes exploring locks the solver on a pure best
+        response to uniform play, exploitability 1/3).
       return_scale: returns are divided by this before they become targets, so that values
         and regrets are O(1) (0 = the game's `return_scale`, or 1 if it has none).
       value_steps, value_batch: Adam steps and minibatch size fitting Q each iteration.
