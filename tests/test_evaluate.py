@@ -9,40 +9,21 @@ import numpy as np
 import pytest
 
 from lcjax import cli
-from lcjax.checkpoint import Checkpointer
-from lcjax.config import config_from_dict, save_config
+from lcjax.config import config_from_dict
 from lcjax.evaluate import agent_act, evaluate
 from lcjax.run import run_solver
 from lcjax.sections import EvaluationConfig
 
-TINY_LC = {
-    "game": "lost_cities",
-    "run": {"name": "eval", "seed": 0, "max_iterations": 1},
-    "network": {"hidden_size": 8, "num_layers": 1},
-    "traversal": {
-        "traversals_per_player": 4,
-        "traversal_batch": 4,
-        "external": {"max_strategy": 4},
-        "probe": {"max_probes": 1, "max_strategy": 4},
-    },
-    "memory": {"advantage_capacity": 16, "strategy_capacity": 16},
-    "evaluation": {"eval_every": 0},
-}
+from untrained_run import TINY_LC, write_untrained_run
+
 GAMES = 4
 MATCH_METRICS = ("win_rate", "score_diff", "score_diff_ci95_low", "score_diff_ci95_high", "cap_hit_rate", "opened_colors", "negative_expedition_rate")
 
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
-    """A run directory with one checkpoint of an untrained agent."""
-    path = tmp_path_factory.mktemp("evaluate") / "run"
-    path.mkdir()
-    config = config_from_dict(TINY_LC)
-    save_config(config, path / "config.yaml")
-    solver = run_solver(config)
-    with Checkpointer.open(path / "checkpoints", keep=1, create=True) as ckpt:
-        ckpt.save(0, solver.init(jax.random.key(0)), metadata={"note": "untrained"})
-    return path
+    """A run directory with one checkpoint of an untrained agent (no training needed)."""
+    return write_untrained_run(tmp_path_factory.mktemp("evaluate") / "run")
 
 
 def test_greedy_act_takes_the_most_likely_legal_action(run_dir):

@@ -11,35 +11,14 @@ from lcjax import cli
 from lcjax.cfr.solver import DeepCFR
 from lcjax.checkpoint import Checkpointer
 from lcjax.config import config_from_dict, make_game, save_config, solver_config
-from lcjax.run import run_solver
 
-TINY_LC = {
-    "game": "lost_cities",
-    "run": {"name": "play", "seed": 0, "max_iterations": 1},
-    "network": {"hidden_size": 8, "num_layers": 1},
-    "traversal": {
-        "traversals_per_player": 4,
-        "traversal_batch": 4,
-        "external": {"max_strategy": 4},
-        "probe": {"max_probes": 1, "max_strategy": 4},
-    },
-    "memory": {"advantage_capacity": 16, "strategy_capacity": 16},
-    "evaluation": {"eval_every": 0},
-}
+from untrained_run import TINY_LC, write_untrained_run
 
 
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     """A run directory with one checkpoint of an untrained agent (no training needed)."""
-    path = tmp_path_factory.mktemp("play") / "run"
-    path.mkdir()
-    config = config_from_dict(TINY_LC)
-    save_config(config, path / "config.yaml")
-    solver = run_solver(config)
-    state = solver.init(jax.random.key(0))
-    with Checkpointer.open(path / "checkpoints", keep=1, create=True) as ckpt:
-        ckpt.save(0, state, metadata={"note": "untrained"})
-    return path
+    return write_untrained_run(tmp_path_factory.mktemp("play") / "run")
 
 
 def _scripted_input(monkeypatch, answers):
