@@ -27,7 +27,7 @@ import numpy as np
 from lcjax.cfr.memory import Reservoir, reservoir_init, ring_add
 from lcjax.cfr.networks import NetworkSpec, init_params, make_apply, network_graphdef
 from lcjax.cfr.samples import ValueSample
-from lcjax.cfr.training import make_optimizer, train_steps, value_loss
+from lcjax.cfr.training import explained_fraction, make_optimizer, train_steps, value_loss
 from lcjax.cfr.traversal import value_data
 
 Array = jax.Array
@@ -42,15 +42,11 @@ class HistoryValue:
       apply_fn: Q's `apply(params, history) -> float32[..., A]`.
     """
 
-    def __init__(self, game, config, advantage_apply: Callable, jit: Callable):
+    def __init__(self, game, config, spec: NetworkSpec, advantage_apply: Callable, jit: Callable):
         v = config.traversal.value
         self.config = v
-        network = config.network
-        self.spec = NetworkSpec(
-            in_size=game.history_size, out_size=game.num_actions, hidden_size=network.hidden_size,
-            num_layers=network.num_layers, skip_connections=network.skip_connections,
-            layer_norm=network.layer_norm, dtype=config.precision,
-        )
+        # The advantage networks' architecture, on the history instead of the observation.
+        self.spec = spec._replace(in_size=game.history_size)
         self.apply_fn = make_apply(network_graphdef(self.spec))
         clip = config.optimization.grad_clip
         self.optimizer = make_optimizer(v.value_learning_rate, clip if clip > 0 else None)
@@ -96,11 +92,10 @@ class HistoryValue:
         if not self.config.value_warm_start:
             value_params, value_opt = self.fresh(k_init)
         value_params, value_opt, fitted = self.train(k_train, value_params, value_opt, memory)
-        loss, baseline = float(fitted.loss), float(fitted.baseline_loss)
         t2 = time.perf_counter()
         metrics = {
-            "loss/value": loss,
-            "fve/value": 1.0 - loss / baseline if baseline > 0 else float("nan"),
+            "loss/value": float(fitted.loss),
+            "fve/value": explained_fraction(fitted),
             "nonfinite/value": int(fitted.nonfinite_steps),
             "value/items": int(np.asarray(data.valid).sum()),
             "memory/value": int(memory.size),

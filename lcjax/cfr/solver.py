@@ -47,6 +47,7 @@ from lcjax.cfr.samples import AdvantageSample, StrategySample
 from lcjax.cfr.solver_config import SolverConfig
 from lcjax.cfr.training import (
     advantage_loss,
+    explained_fraction,
     fast_compile_options,
     make_optimizer,
     phase_schedule,
@@ -144,7 +145,7 @@ class _Phases:
             )
         )
         t = config.traversal
-        self.history_value = HistoryValue(game, config, self.apply_fn, jit) if t.scheme == "value" else None
+        self.history_value = HistoryValue(game, config, self.spec, self.apply_fn, jit) if t.scheme == "value" else None
         value_apply = self.history_value.apply_fn if self.history_value else None
         self.traverse = jit(tr.traversal_fn(game, self.apply_fn, t, value_apply))
         self.add_advantage = jit(functools.partial(_add_weighted, c.advantage_weight_power), donate_argnums=(1,))
@@ -312,7 +313,7 @@ class DeepCFR:
                 keys[2 * player], keys[2 * player + 1], adv_params[player], adv_opt[player], adv_memory[player]
             )
             metrics[f"loss/advantage_{player}"] = float(fit.loss)
-            metrics[f"fve/advantage_{player}"] = _explained(fit)
+            metrics[f"fve/advantage_{player}"] = explained_fraction(fit)
             metrics[f"nonfinite/advantage_{player}"] = int(fit.nonfinite_steps)
             timing["advantage_train"] += time.perf_counter() - t0
         strat_params, strat_opt = state.strategy_params, state.strategy_opt
@@ -406,12 +407,6 @@ class DeepCFR:
         The same object on every call: the arena compiles one match per act object.
         """
         return self._phases.acts[policy]
-
-
-def _explained(fit) -> float:
-    """1 - loss / baseline loss: the share of the targets' power a fit explains (NaN if none)."""
-    baseline = float(fit.baseline_loss)
-    return 1.0 - float(fit.loss) / baseline if baseline > 0 else float("nan")
 
 
 def _strategy_fit_metrics(fit) -> dict[str, float]:

@@ -42,6 +42,7 @@ __all__ = [
     "AdvantageSample",
     "StrategySample",
     "TrainMetrics",
+    "explained_fraction",
     "make_optimizer",
     "phase_schedule",
     "fast_compile_options",
@@ -115,6 +116,13 @@ class TrainMetrics(NamedTuple):
     final_loss: Array
     nonfinite_steps: Array
     baseline_loss: Array
+
+
+def explained_fraction(metrics: TrainMetrics) -> float:
+    """1 - loss / baseline_loss of a finished phase (host float): the share of the targets'
+    power the network explains; NaN when the baseline is 0 (no targets)."""
+    baseline = float(metrics.baseline_loss)
+    return 1.0 - float(metrics.loss) / baseline if baseline > 0 else float("nan")
 
 
 def make_optimizer(
