@@ -29,6 +29,7 @@ from lcjax.cfr.networks import NetworkSpec, init_params, make_apply, network_gra
 from lcjax.cfr.samples import ValueSample
 from lcjax.cfr.training import explained_fraction, make_optimizer, train_steps, value_loss
 from lcjax.cfr.traversal import value_data
+from lcjax.cfr.traversal.value import value_outputs
 
 Array = jax.Array
 Params = Any
@@ -38,7 +39,8 @@ class HistoryValue:
     """The jitted phases of Q for one (game, SolverConfig) with scheme "value".
 
     Attributes:
-      spec: Q's NetworkSpec (input: `game.history_size`, output: one value per action).
+      spec: Q's NetworkSpec (input: `game.history_size`; output: one value per action, or
+        one state value with `value_head: state`).
       apply_fn: Q's `apply(params, history) -> float32[..., A]`.
     """
 
@@ -46,12 +48,12 @@ class HistoryValue:
         v = config.traversal.value
         self.config = v
         # The advantage networks' architecture, on the history instead of the observation.
-        self.spec = spec._replace(in_size=game.history_size)
+        self.spec = spec._replace(in_size=game.history_size, out_size=value_outputs(game, v))
         self.apply_fn = make_apply(network_graphdef(self.spec))
         clip = config.optimization.grad_clip
         self.optimizer = make_optimizer(v.value_learning_rate, clip if clip > 0 else None)
         example = ValueSample(
-            jax.ShapeDtypeStruct((game.history_size,), jnp.float32), jax.ShapeDtypeStruct((game.num_actions,), jnp.bool_),
+            jax.ShapeDtypeStruct((game.history_size,), jnp.float32), jax.ShapeDtypeStruct((self.spec.out_size,), jnp.bool_),
             jax.ShapeDtypeStruct((), jnp.float32), jax.ShapeDtypeStruct((), jnp.float32),
         )
         self.collect = jit(lambda params, t, key: value_data(game, advantage_apply, v, params, t, key, v.value_games))
@@ -91,7 +93,7 @@ class HistoryValue:
         t1 = time.perf_counter()
         if not self.config.value_warm_start:
             value_params, value_opt = self.fresh(k_init)
-        value_params, value_opt, fitted = self.train(k_train, value_params, value_opt, memory)
+        value_params, value_opt, fitted = jax.block_until_ready(self.train(k_train, value_params, value_opt, memory))
         t2 = time.perf_counter()
         metrics = {
             "loss/value": float(fitted.loss),

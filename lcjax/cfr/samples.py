@@ -52,7 +52,8 @@ class ValueSample(NamedTuple):
     Attributes:
       history: float32[H], the history `game.observe_history(state)` (acting player's view
         plus the opponent's private cards).
-      action: bool[A], one-hot of the action taken.
+      action: bool[A], one-hot of the action taken (bool[1], always True, for a state
+        value V(h)).
       target: float32 scalar, the acting player's final return divided by the return scale.
       iteration: float32 scalar, the CFR iteration t whose strategies played the game.
     """

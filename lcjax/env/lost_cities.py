@@ -33,6 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from lcjax import onehot
+from lcjax.env.lost_cities_features import FEATURES_PER_COLOR, color_features, slot_features
 from lcjax.env.lost_cities_rules import (  # noqa: F401  (re-exported: the game's public names)
     COLOR_LETTERS,
     COLOR_NAMES,
@@ -133,13 +134,13 @@ class LostCities:
     @property
     def observation_size(self) -> int:
         n, h, c = self._n, self._h, self.rules.n_colors
-        # 7 card planes, per-slot card features, scalars (see `observe`).
-        return 7 * n + h * (c + 3) + 2 * c + c + 4
+        # 7 card planes, per-slot card features, scalars, per-color features (see `observe`).
+        return 7 * n + h * (c + 3) + 2 * c + c + 4 + FEATURES_PER_COLOR * c
 
     @property
     def history_size(self) -> int:
-        # The observation, then the opponent's hand as a card plane and per-slot features.
-        return self.observation_size + self._n + self._h * (self.rules.n_colors + 3)
+        # The observation, then the opponent's hand: card plane, per-slot and per-color features.
+        return self.observation_size + self._n + self._h * (self.rules.n_colors + 3) + FEATURES_PER_COLOR * self.rules.n_colors
 
     # ------------------------------------------------------------------ init
     def init(self, key: Array) -> State:
@@ -370,6 +371,8 @@ class LostCities:
           then 2C   expedition scores as they stand / 100 (own colors, then opponent's)
           then C    blocked pile one-hot
           then 4    deck cards left / N, phase, observer to act, turns / max_turns
+          then 4C   per color: playable hand sum, playable hand cards, unseen sum above the
+                    own top card, projected score (`lost_cities_features.color_features`)
         """
         r, n = self.rules, self._n
         player = jnp.asarray(player, jnp.int32)
@@ -397,30 +400,25 @@ class LostCities:
                 state.turn.astype(jnp.float32) / r.max_turns,
             ]
         )
-        slots = self._slot_features(hand, own_expedition)
-        return jnp.concatenate(planes + [slots, exp_scores, blocked, scalars])
+        slots = slot_features(r, hand, self._hand_slot_masks(hand, own_expedition)[0])
+        placed = state.expeditions[0] | state.expeditions[1] | (state.pile_pos > 0)
+        colors = color_features(r, self._face_table, planes[0] > 0, own_expedition, ~(planes[0] > 0) & ~placed)
+        return jnp.concatenate(planes + [slots, exp_scores, blocked, scalars, colors])
 
     def observe_history(self, state: State) -> Array:
         """float32[history_size]: `observe(state, current_player)`, then the opponent's hand
-        encoded like the own one (card plane [N], per-slot features [H * (C + 3)], playable
-        judged on the opponent's expedition). Hides only the order of the undealt deck."""
+        encoded like the own one (card plane [N], per-slot features [H * (C + 3)], per-color
+        features [4C], judged on the opponent's expedition; unseen = the undealt cards).
+        Hides only the order of the undealt deck."""
         p = state.current_player
         hand = self.hand(state, 1 - p)
-        plane = onehot.mask(hand, self._n).any(axis=0).astype(jnp.float32)
-        slots = self._slot_features(hand, onehot.take(state.expeditions, 1 - p))
-        return jnp.concatenate([self.observe(state, p), plane, slots])
-
-    def _slot_features(self, hand: Array, expedition: Array) -> Array:
-        """float32[H * (C + 3)]: per hand slot, color one-hot, is-wager, face / max face, playable."""
-        r = self.rules
-        playable, _ = self._hand_slot_masks(hand, expedition)
-        features = [
-            onehot.mask(card_color(r, hand), r.n_colors).astype(jnp.float32),
-            card_is_wager(r, hand).astype(jnp.float32)[:, None],
-            (card_face(r, hand).astype(jnp.float32) / r.max_face)[:, None],
-            playable.astype(jnp.float32)[:, None],
-        ]
-        return jnp.concatenate(features, axis=1).reshape(-1)
+        plane = onehot.mask(hand, self._n).any(axis=0)
+        expedition = onehot.take(state.expeditions, 1 - p)
+        slots = slot_features(self.rules, hand, self._hand_slot_masks(hand, expedition)[0])
+        in_hands = onehot.mask(state.hands.reshape(-1), self._n).any(axis=0)
+        placed = state.expeditions[0] | state.expeditions[1] | (state.pile_pos > 0) | in_hands
+        colors = color_features(self.rules, self._face_table, plane, expedition, ~placed)
+        return jnp.concatenate([self.observe(state, p), plane.astype(jnp.float32), slots, colors])
 
     # ------------------------------------------------------------------ host-side
     def check_action(self, state: State, action: int) -> None:

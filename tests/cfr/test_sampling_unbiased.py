@@ -9,7 +9,9 @@ equal select_probability * pi_b(I) * r_cf(I) within 5 standard errors:
 
 * `probe` (one rollout per action) is unbiased as it stands;
 * `value` is unbiased when Q is the exact history value, here an oracle network that looks
-  the exact q(h, a) up by the history's features.
+  the exact q(h, a) up by the history's features;
+* `value` with `value_head: state` is unbiased when V is the exact state value of the
+  player to act (an oracle likewise), read off every child h.a.
 """
 
 from __future__ import annotations
@@ -68,11 +70,13 @@ class Setting:
 
     def exact(self, traverser: int):
         """({infoset: [r_cf float64[A], pi_b, pi_uniform]}, {history bytes: q float64[A] of the
-        acting player}); pi_b and pi_uniform are the traverser's reach under b and uniform play."""
+        acting player}, {history bytes: float64[1], v of the acting player}); pi_b and
+        pi_uniform are the traverser's reach under b and uniform play."""
         decks = self.game.all_decks()
         chance = 1.0 / len(decks)
         regrets: dict[bytes, list] = {}
         q_sums: dict[bytes, list] = {}  # history -> [sum over deals of q, deals]
+        v_sums: dict[bytes, list] = {}  # history -> [sum over deals of v, deals]
 
         def value(state, reach_opp, reach_b, reach_u):
             if bool(state.terminated):
@@ -94,6 +98,9 @@ class Setting:
             entry = q_sums.setdefault(np.asarray(self.history(state)).tobytes(), [0.0, 0])
             entry[0] = entry[0] + np.where(mask, sign * child, 0.0)
             entry[1] += 1
+            entry = v_sums.setdefault(np.asarray(self.history(state)).tobytes(), [0.0, 0])
+            entry[0] += sign * v
+            entry[1] += 1
             if player == traverser:
                 entry = regrets.setdefault(np.asarray(obs).tobytes(), [np.zeros(self.game.num_actions), reach_b, reach_u])
                 entry[0] += np.where(mask, reach_opp * chance * (child - v), 0.0)
@@ -104,7 +111,8 @@ class Setting:
             value(self.game.init_from_deck(jnp.asarray(deck)), 1.0, 1.0, 1.0)
         # A history does not show the undealt cards (Leduc's public card before it is
         # revealed): its value is the mean over the equally likely deals that share it.
-        return regrets, {h: total / count for h, (total, count) in q_sums.items()}
+        q_table = {h: total / count for h, (total, count) in q_sums.items()}
+        return regrets, q_table, {h: np.array([total / count]) for h, (total, count) in v_sums.items()}
 
 
 @functools.lru_cache(maxsize=None)
@@ -148,7 +156,7 @@ def sample_means(result, num_traversals: int, keys: list[bytes], num_actions: in
     return sums.mean(0), sums.std(0, ddof=1) / np.sqrt(num_traversals), counts
 
 
-def run_scheme(scheme: str, s: Setting, traverser: int, q_table, num_traversals: int):
+def run_scheme(scheme: str, s: Setting, traverser: int, tables, num_traversals: int):
     game = s.game
     sampling = tr.SamplingPolicy(s.act, WEIGHT)
     kuhn = isinstance(game, KuhnPoker)
@@ -160,22 +168,25 @@ def run_scheme(scheme: str, s: Setting, traverser: int, q_table, num_traversals:
         return cfg.branch_probability, jax.jit(fn, static_argnums=(0, 1, 2, 7))(
             game, s.apply, cfg, s.params, jnp.int32(traverser), 1.0, jax.random.key(11 + traverser), num_traversals
         )
-    cfg = tr.ValueConfig(sample_probability=select, max_samples=depth, max_strategy=depth, max_steps=12)
-    value_apply, value_params = oracle_value(q_table, game.history_size)
+    head = "state" if scheme == "value_state" else "actions"
+    cfg = tr.ValueConfig(sample_probability=select, max_samples=depth, max_strategy=depth, max_steps=12, value_head=head,
+        return_scale=1.0,  # the oracle tables are in raw chips
+    )
+    value_apply, value_params = oracle_value(tables[head == "state"], game.history_size)
     fn = functools.partial(tr.value_sampling, value_apply=value_apply, sampling=sampling)
     run = jax.jit(lambda p, t, k, vp: fn(game, s.apply, cfg, p, t, 1.0, k, num_traversals, value_params=vp))
     return cfg.sample_probability, run(s.params, jnp.int32(traverser), jax.random.key(11 + traverser), value_params)
 
 
 @pytest.mark.parametrize("traverser", [0, 1])
-@pytest.mark.parametrize("scheme", ["probe", "value"])
+@pytest.mark.parametrize("scheme", ["probe", "value", "value_state"])
 @pytest.mark.parametrize("name", ["kuhn", "leduc"])
 def test_expected_regret_sum_is_sampling_reach_times_counterfactual_regret(name, scheme, traverser):
     s = setting(name)
-    regrets, q_table = exact(name, traverser)
+    regrets, q_table, v_table = exact(name, traverser)
     keys = list(regrets)
     b = 20_000 if name == "kuhn" else 50_000
-    select, result = run_scheme(scheme, s, traverser, q_table, b)
+    select, result = run_scheme(scheme, s, traverser, (q_table, v_table), b)
     assert int(result.counters.dropped_samples) == 0 and int(result.counters.truncated) == 0
     mean, se, counts = sample_means(result, b, keys, s.game.num_actions)
     # Rare infosets (a few samples, or none) have no usable standard error.

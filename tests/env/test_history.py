@@ -73,7 +73,7 @@ def _views(game, states):
 def test_sizes_and_scale():
     assert KuhnPoker().history_size == 14 and LeducPoker().history_size == 36
     lc = LostCities()
-    assert lc.history_size == lc.observation_size + 60 + 8 * (5 + 3) == 627
+    assert lc.history_size == lc.observation_size + 60 + 8 * (5 + 3) + 4 * 5 == 667
     assert [return_scale(g) for g in (KuhnPoker(), LeducPoker(), lc)] == [2.0, 13.0, 50.0]
     assert return_scale(object()) == 1.0
 

@@ -22,9 +22,14 @@ Two jitted calls per iteration:
 
       r(a) = Q(h, a) - sum_b sigma(b) Q(h, b)      over the legal actions,
 
-  from one batched forward of Q after the loop. No rollouts.
+  from one batched forward of Q after the loop. No rollouts. With `value_head: state` the
+  network is a state value V(h) of the player to act instead, and q(h, a) is read off the
+  child: V(h.a), or -V(h.a) when the opponent acts there, or the exact return when h.a is
+  terminal (one forward per legal action of a sampled node).
 
-Expectation: if Q equals the true history value of the current strategies, q_sigma(h, a),
+Expectation: if Q equals the true history value of the current strategies, q_sigma(h, a)
+(with a state head: if V equals v_sigma, so that the child's value is q_sigma(h, a) in
+expectation over a chance outcome it reveals),
 a traversal's expected sum of regret samples at an information set I of the traverser is
 
     sample_probability * pi_b(I) * r_cf(I, a),
@@ -51,9 +56,12 @@ from lcjax.cfr.traversal import lanes as ln
 from lcjax.cfr.traversal import trajectory as tj
 from lcjax.cfr.traversal.results import TraversalCounters, TraversalResult, strategy_samples
 from lcjax.env import protocol
-from lcjax.settings import Bool, Float, Int, Settings, setting
+from lcjax.settings import Bool, Choice, Float, Int, Settings, setting
 
 Array = jax.Array
+
+# The history value's two forms (`ValueConfig.value_head`).
+VALUE_HEADS = ("actions", "state")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,6 +92,15 @@ class ValueConfig(Settings):
       value_steps, value_batch: Adam steps and minibatch size fitting Q each iteration.
       value_learning_rate: Adam learning rate of Q.
       value_warm_start: Q continues from the previous iteration (else it is re-initialised).
+      value_head: "actions": the network is Q(h, .) with one output per action, trained on
+        the action taken, and a node's values are one forward; "state": the network is a
+        state value V(h) of the player to act (one output, trained on every recorded state
+        to predict the change of the return from `game.returns` as h stands to the end),
+        and q(h, a) is read off the child h.a (exact returns where the child is terminal,
+        -V where the opponent acts next), one forward per action. With "state", an action
+        the strategies seldom take is valued like any other state, and the child's input
+        already shows the action's immediate effect (an expedition opened, a card given
+        away); "actions" must extrapolate to untaken actions from few targets.
     """
 
     sample_probability: float = setting(1.0, Float(0.0, 1.0, lo_open=True))
@@ -102,6 +119,12 @@ class ValueConfig(Settings):
     value_batch: int = setting(512, Int(1))
     value_learning_rate: float = setting(1e-3, Float(0.0, lo_open=True))
     value_warm_start: bool = setting(True, Bool())
+    value_head: str = setting("actions", Choice(VALUE_HEADS))
+
+
+def value_outputs(game, cfg: ValueConfig) -> int:
+    """Outputs of the history-value network: one per action (Q), or one (V)."""
+    return game.num_actions if cfg.value_head == "actions" else 1
 
 
 def return_scale(game, cfg: ValueConfig) -> float:
@@ -238,7 +261,14 @@ def value_data(game, apply_fn, cfg: ValueConfig, params, iteration: Array, key: 
     valid = c.rec_valid & c.finished[game_of]
     mine = jnp.where(c.rec_player == 0, c.final[game_of, 0], c.final[game_of, 1])
     history = history_rows(game, packer, c.rec_state)
-    action = jax.nn.one_hot(c.rec_action, game.num_actions, dtype=jnp.bool_)
+    if cfg.value_head == "actions":
+        action = jax.nn.one_hot(c.rec_action, game.num_actions, dtype=jnp.bool_)
+    else:
+        # V(h): the single output is always the one trained, on the change of the return from
+        # where the recorded state stands, so the immediate effect of an action is exact.
+        action = jnp.ones((n_rows, 1), jnp.bool_)
+        now = jax.vmap(game.returns, in_axes=-1, out_axes=-1)(packer.unpack(c.rec_state.T))  # [2, rows]
+        mine = mine - jnp.where(c.rec_player == 0, now[0], now[1])
     target = jnp.where(valid, mine / return_scale(game, cfg), 0.0)
     t = jnp.full((n_rows,), jnp.asarray(iteration, jnp.float32))
     items = ValueSample(history, action, target, t)
@@ -259,6 +289,52 @@ def history_values(value_apply, value_params, rows: Array, chunk: int = 0) -> Ar
     padded = jnp.pad(rows, ((0, pad), (0, 0))).reshape(-1, c, rows.shape[1])
     q = lax.map(lambda x: value_apply(value_params, x).astype(jnp.float32), padded)
     return q.reshape(-1, q.shape[-1])[:n]
+
+
+def child_values(game, packer: ln.Packer, packed: Array, need: Array, value_apply, value_params, scale: float) -> Array:
+    """float32[N, A]: the acting player's value of each needed child h.a of N packed histories.
+
+    A terminal child is worth its exact return / `scale`; otherwise V(h.a), the value of the
+    player to act there, negated when that is the opponent (the games are zero-sum). V is
+    the return as the child stands (`game.returns`) plus the network's output, which is
+    trained on the change from there to the end (`value_data`). The
+    child after a draw shows the card drawn: one sample of the chance outcome, so the value
+    is unbiased over the undealt cards. Only the (node, action) pairs in `need` are
+    evaluated, packed into chunks of `eval_chunk_size()` pairs (about a third of all pairs
+    are legal actions of a sampled node in Lost Cities); the other entries are 0.
+
+    Args:
+      packed: int32[N, F] packed nonterminal states.
+      need: bool[N, A], the pairs to evaluate (a sampled node's legal actions).
+      value_apply: V's `apply(params, history) -> float32[..., 1]`.
+    """
+    n, n_act = need.shape
+    chunk = min(ln.eval_chunk_size(), n * n_act)
+    count = jnp.sum(need.astype(jnp.int32))
+    # Pair indices in order, padded by one chunk so that the last slice stays in bounds.
+    (pair,) = jnp.nonzero(need.reshape(-1), size=n * n_act + chunk, fill_value=0)
+    history = jax.vmap(game.observe_history, in_axes=-1, out_axes=-1)
+    batched = ln.BatchedGame(game)
+
+    def evaluate_chunk(carry):
+        i, out = carry
+        start = i * chunk
+        pairs = lax.dynamic_slice(pair, (start,), (chunk,))
+        states = packer.unpack(packed[pairs // n_act].T)
+        actor = states.current_player
+        child = batched.step(states, (pairs % n_act).astype(jnp.int32))
+        change = value_apply(value_params, history(child).T.astype(jnp.float32)).astype(jnp.float32)[:, 0]
+        ret = batched.returns(child) / scale  # [2, chunk], as the child stands (final if terminal)
+        mover = child.current_player
+        v = change + jnp.where(mover == 0, ret[0], ret[1])  # V of the player to act at the child
+        exact = jnp.where(actor == 0, ret[0], ret[1])
+        value = jnp.where(child.terminated, exact, jnp.where(mover == actor, v, -v))
+        rows = jnp.where(start + jnp.arange(chunk) < count, pairs, n * n_act)  # past the end: dropped
+        return i + 1, out.at[rows].set(value, mode="drop")
+
+    out = jnp.zeros((n * n_act,), jnp.float32)
+    _, out = lax.while_loop(lambda c: c[0] * chunk < count, evaluate_chunk, (jnp.int32(0), out))
+    return out.reshape(n, n_act)
 
 
 # ---------------------------------------------------------------------------- regret samples
@@ -296,7 +372,11 @@ def value_sampling(
     )
     m = tj.run_main(s, min(cfg.lanes if cfg.lanes > 0 else tj.DEFAULT_LANES, num_traversals), game.observation_size)
     valid, mask, sigma = tj.selected_parts(m, n_act)
-    q = history_values(value_apply, value_params, history_rows(game, s.packer, m.selected_state))
+    if cfg.value_head == "actions":
+        q = history_values(value_apply, value_params, history_rows(game, s.packer, m.selected_state))
+    else:
+        scale = return_scale(game, cfg)
+        q = child_values(game, s.packer, m.selected_state, mask & valid[:, None], value_apply, value_params, scale)
     baseline = jnp.sum(jnp.where(mask, sigma * q, 0.0), axis=-1, keepdims=True)
     regret = jnp.where(mask & valid[:, None], q - baseline, 0.0)
     t = jnp.asarray(iteration, jnp.float32)
