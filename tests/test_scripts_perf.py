@@ -139,11 +139,12 @@ def test_bench_traversal_json(tmp_path, capsys):
 
 def test_bench_traversal_value_scheme(tmp_path, capsys):
     path = tmp_path / "value.json"
-    tiny = TINY + ["traversal.value.max_samples=8", "traversal.value.max_strategy=32", "traversal.value.max_steps=62"]
+    tiny = TINY + ["traversal.value.max_samples=8", "traversal.value.max_strategy=32", "traversal.value.max_steps=62",
+                   "traversal.value.value_head=state"]
     assert bench_traversal.main(_sets(tiny) + ["--scheme", "value", "--batches", "4", "--repeats", "1", "--json", str(path)]) == 0
     assert "value traversal" in capsys.readouterr().out
     data = json.loads(path.read_text())
-    assert data["scheme"] == "value" and data["value"]["max_samples"] == 8
+    assert data["scheme"] == "value" and data["value"]["max_samples"] == 8 and data["value"]["value_head"] == "state"
     row = data["rows"][0]
     # Every traverser node of the trajectories is sampled (sample_probability 1), up to 8 each.
     assert 0 < row["advantage_samples"] <= 4 * 8

@@ -12,6 +12,7 @@ from lcjax.cfr.networks import NetworkSpec, init_params, make_apply, network_gra
 from lcjax.cfr.solver import make_solver
 from lcjax.config import config_from_dict, small_game_config
 from lcjax.env.kuhn import KuhnPoker
+from lcjax.env.lost_cities import LostCities
 from lcjax.evaluate import evaluate_exploitability
 from lcjax.run import read_metrics, train
 
@@ -38,6 +39,34 @@ def test_value_data_items_are_scaled_returns_of_recorded_nodes(exploring):
     # Both players' first decisions: betting first (P0) is legal and so is checking.
     taken = items.action.argmax(-1)
     assert set(taken.tolist()) == {0, 1}
+
+
+def test_state_head_items_are_the_change_from_the_return_as_it_stands():
+    """Same games under both heads: the state head's target is the actions head's minus the
+    acting player's return as the recorded state stands, and its action field is one True."""
+    game = LostCities()
+    spec = NetworkSpec(game.observation_size, game.num_actions, hidden_size=8, num_layers=1)
+    apply = make_apply(network_graphdef(spec))
+    params = (init_params(spec, jax.random.key(0)), init_params(spec, jax.random.key(1)))
+    data = {}
+    for head in tr.VALUE_HEADS:
+        cfg = tr.ValueConfig(record_probability=0.2, max_records=16, max_steps=402, exploring_records=False, value_head=head)
+        data[head] = jax.jit(lambda k, c=cfg: tr.value_data(game, apply, c, params, 1.0, k, 4))(jax.random.key(3))
+    valid = np.asarray(data["state"].valid)
+    np.testing.assert_array_equal(valid, np.asarray(data["actions"].valid))
+    assert valid.sum() > 20
+    history = np.asarray(data["state"].items.history)[valid]
+    np.testing.assert_array_equal(history, np.asarray(data["actions"].items.history)[valid])
+    assert np.asarray(data["state"].items.action).shape[1] == 1 and np.asarray(data["state"].items.action).all()
+    # The observation's expedition scores (own colors, then the opponent's, / 100) give the
+    # acting player's return as the state stands.
+    c, r = game.rules.n_colors, game.rules
+    start = 7 * r.deck_size + r.hand_size * (c + 3)
+    scores = history[:, start: start + 2 * c] * 100.0
+    now = scores[:, :c].sum(1) - scores[:, c:].sum(1)
+    change = np.asarray(data["actions"].items.target)[valid] - np.asarray(data["state"].items.target)[valid]
+    np.testing.assert_allclose(change * game.return_scale, now, atol=1e-3)
+    assert np.any(now != 0)
 
 
 def test_value_data_exploring_records_cover_actions_uniformly():
