@@ -82,7 +82,9 @@ class ValueConfig(Settings):
         iterations' items (Q is fitted on all of it).
       exploration: probability of a uniform random action at the other nodes (0 = on-policy).
       exploring_records: recorded nodes play a uniformly random action (else the
-        strategies' own action, so rarely played actions get few targets). The exploring
+        strategies' own action, so rarely played actions get few targets). Q head only: a
+        state value's target must follow the strategies from the recorded state, and every
+        action is valued through its child anyway. The exploring
         moves are part of every earlier item's continuation, so keep them few per game:
         when most nodes explore, Q learns the value of uniform play instead of the
         strategies' (on Kuhn, 0.8 of the nodes exploring locks the solver on a pure best
@@ -178,7 +180,7 @@ def _data_step(s: _DataSetup, c: _DataCarry) -> _DataCarry:
     record = c.live & (ln.uniforms(s.seeds[2], c.moves, c.game_id) < s.cfg.record_probability)
     record = record & (c.records < per_game)
     explore = ln.uniforms(s.seeds[1], c.step, lane) < s.cfg.exploration
-    if s.cfg.exploring_records:
+    if s.cfg.exploring_records and s.cfg.value_head == "actions":
         explore = explore | record
     action = jnp.where(explore, ln.uniform_columns(mask, u), ln.sample_columns(sigma, u))
     row = jnp.where(record, c.game_id * per_game + c.records, g_total * per_game)
