@@ -15,6 +15,8 @@ import bench_traversal
 import profile_forward
 import pytest
 
+from lcjax.env.lost_cities import LostCities
+
 PRECISIONS = ("float32", "bfloat16")
 
 
@@ -30,7 +32,7 @@ def test_profile_forward_json(tmp_path, capsys):
     assert "roofline" in capsys.readouterr().out
     data = json.loads(path.read_text())
 
-    assert data["input_size"] == 503 and data["output_size"] == 22
+    assert data["input_size"] == LostCities().observation_size == 523 and data["output_size"] == 22
     assert data["settings"]["batches"] == [1, 2, 4]
     rows = data["rows"]
     configs = {("8x1", p) for p in PRECISIONS}
