@@ -41,6 +41,26 @@ def test_value_data_items_are_scaled_returns_of_recorded_nodes(exploring):
     assert set(taken.tolist()) == {0, 1}
 
 
+def test_state_head_exploring_records_are_children_of_uniform_moves():
+    """A state value's exploring record is the child of the uniform move: with a strategy
+    that always bets, the recorded histories still split about evenly between the child
+    of a pass and the child of a bet, and none is a root."""
+    sure = jax.tree.map(jnp.zeros_like, PARAMS[0])
+    sure["output"]["bias"] = jnp.array([-5.0, 5.0])
+    cfg = tr.ValueConfig(record_probability=1.0, max_records=1, max_steps=8, exploring_records=True, value_head="state")
+    data = jax.jit(lambda k: tr.value_data(GAME, APPLY, cfg, (sure, sure), 1.0, k, 2048))(jax.random.key(4))
+    histories = np.asarray(data.items.history)[np.asarray(data.valid)]
+    kinds = {}
+    for deck in GAME.all_decks():
+        root = GAME.init_from_deck(jnp.asarray(deck))
+        kinds[np.asarray(GAME.observe_history(root)).tobytes()] = "root"
+        for a in (0, 1):
+            kinds[np.asarray(GAME.observe_history(GAME.step(root, a))).tobytes()] = a
+    found = [kinds.get(h.tobytes()) for h in histories]
+    assert len(found) > 2000 and "root" not in found and None not in found
+    assert abs(np.mean(np.asarray(found) == 1) - 0.5) < 0.05
+
+
 def test_state_head_items_are_the_change_from_the_return_as_it_stands():
     """Same games under both heads: the state head's target is the actions head's minus the
     acting player's return as the recorded state stands, and its action field is one True."""

@@ -82,9 +82,10 @@ class ValueConfig(Settings):
         iterations' items (Q is fitted on all of it).
       exploration: probability of a uniform random action at the other nodes (0 = on-policy).
       exploring_records: recorded nodes play a uniformly random action (else the
-        strategies' own action, so rarely played actions get few targets). Q head only: a
-        state value's target must follow the strategies from the recorded state, and every
-        action is valued through its child anyway. The exploring
+        strategies' own action, so rarely played actions get few targets). With a state
+        head the item is the child of that move instead (so that states the strategies
+        seldom reach are covered, while the target still follows the strategies from the
+        recorded state on). The exploring
         moves are part of every earlier item's continuation, so keep them few per game:
         when most nodes explore, Q learns the value of uniform play instead of the
         strategies' (on Kuhn, 0.8 of the nodes exploring locks the solver on a pure best
@@ -180,17 +181,23 @@ def _data_step(s: _DataSetup, c: _DataCarry) -> _DataCarry:
     record = c.live & (ln.uniforms(s.seeds[2], c.moves, c.game_id) < s.cfg.record_probability)
     record = record & (c.records < per_game)
     explore = ln.uniforms(s.seeds[1], c.step, lane) < s.cfg.exploration
-    if s.cfg.exploring_records and s.cfg.value_head == "actions":
+    if s.cfg.exploring_records:
         explore = explore | record
     action = jnp.where(explore, ln.uniform_columns(mask, u), ln.sample_columns(sigma, u))
-    row = jnp.where(record, c.game_id * per_game + c.records, g_total * per_game)
     child = s.game.step(states, action)
+    # A state value's exploring record is the child of the uniform move (the strategies play
+    # on from it, so its target is V of the child), kept only when the child is not terminal.
+    child_record = s.cfg.exploring_records and s.cfg.value_head == "state"
+    if child_record:
+        record = record & ~child.terminated
+    row = jnp.where(record, c.game_id * per_game + c.records, g_total * per_game)
     moves = c.moves + c.live.astype(jnp.int32)
     ended = c.live & child.terminated
     cut = c.live & ~child.terminated & (moves >= s.cfg.max_steps)
     final_row = jnp.where(ended, c.game_id, g_total)
     ret = s.game.returns(child).T  # [W, 2]
     packed, ended, cut, ret, row = ln.materialize(flag, s.packer.pack(child), ended, cut, ret, row)
+    recorded, recorded_player = (packed, child.current_player) if child_record else (c.cursor, player)
     cursor = jnp.where(c.live[None], packed, c.cursor)
     nxt = ln.refill(~c.live | ended | cut, c.next_game, g_total)
     root = ln.materialize(flag, s.roots[nxt.item]).T
@@ -205,9 +212,9 @@ def _data_step(s: _DataSetup, c: _DataCarry) -> _DataCarry:
         nodes=c.nodes + c.live.astype(jnp.int32) + start.astype(jnp.int32),
         truncated=c.truncated + cut.astype(jnp.int32),
         step=c.step + 1,
-        rec_state=c.rec_state.at[row].set(c.cursor.T, mode="drop"),
+        rec_state=c.rec_state.at[row].set(recorded.T, mode="drop"),
         rec_action=c.rec_action.at[row].set(action, mode="drop"),
-        rec_player=c.rec_player.at[row].set(player, mode="drop"),
+        rec_player=c.rec_player.at[row].set(recorded_player, mode="drop"),
         rec_valid=c.rec_valid.at[row].set(True, mode="drop"),
         final=c.final.at[final_row].set(ret, mode="drop"),
         finished=c.finished.at[final_row].set(True, mode="drop"),
