@@ -85,8 +85,8 @@ class ValueConfig(Settings):
         strategies' own action, so rarely played actions get few targets). With a state
         head the item is the child of that move instead (so that states the strategies
         seldom reach are covered, while the target still follows the strategies from the
-        recorded state on). The exploring
-        moves are part of every earlier item's continuation, so keep them few per game:
+        recorded state on). The exploring moves are part of every earlier item's
+        continuation, so keep them few per game:
         when most nodes explore, Q learns the value of uniform play instead of the
         strategies' (on Kuhn, 0.8 of the nodes exploring locks the solver on a pure best
         response to uniform play, exploitability 1/3).
@@ -306,9 +306,9 @@ def child_values(game, packer: ln.Packer, packed: Array, need: Array, value_appl
     A terminal child is worth its exact return / `scale`; otherwise V(h.a), the value of the
     player to act there, negated when that is the opponent (the games are zero-sum). V is
     the return as the child stands (`game.returns`) plus the network's output, which is
-    trained on the change from there to the end (`value_data`). The
-    child after a draw shows the card drawn: one sample of the chance outcome, so the value
-    is unbiased over the undealt cards. Only the (node, action) pairs in `need` are
+    trained on the change from there to the end (`value_data`). The child after a draw
+    shows the card drawn: one sample of the chance outcome, so the value is unbiased over
+    the undealt cards. Only the (node, action) pairs in `need` are
     evaluated, packed into chunks of `eval_chunk_size()` pairs (about a third of all pairs
     are legal actions of a sampled node in Lost Cities); the other entries are 0.
 
