@@ -343,7 +343,9 @@ class DeepCFR:
             metrics.update(_strategy_fit_metrics(fit))
             timing["strategy_train"] = time.perf_counter() - t0
         new_state = SolverState(
-            iteration=jnp.int32(iteration),
+            # On a mesh the counter stays a replicated array of it (a host value is local to
+            # one process, and a multi-process checkpoint cannot hold it).
+            iteration=jnp.int32(iteration) if self.mesh is None else state.iteration + 1,
             key=key,
             advantage_params=tuple(adv_params),
             advantage_opt=tuple(adv_opt),
