@@ -118,15 +118,15 @@ def initialize(cfg) -> ProcessSettings:
     if settings.num_processes == 1 or jax.distributed.is_initialized():
         return settings
     address, timeout = settings.coordinator_address, cfg.initialization_timeout
-    try:  # CPU devices of several processes talk through gloo (GPUs use their own collectives)
-        jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    except (AttributeError, KeyError, ValueError):
-        pass  # a JAX without the option
     if settings.process_id != 0 and not _reachable(address, timeout):
         raise DistributedError(
             f"cannot reach the coordinator at {address} within {timeout} s "
             f"(is process 0 of {settings.num_processes} running there?)"
         )
+    try:  # CPU devices of several processes talk through gloo (GPUs use their own collectives)
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    except (AttributeError, KeyError, ValueError):
+        pass  # a JAX without the option
     try:
         jax.distributed.initialize(
             address, settings.num_processes, settings.process_id, initialization_timeout=timeout
