@@ -146,11 +146,12 @@ def _build_match(
 
 
 # Compiled matches keyed by (game, act_a, act_b, num_games, max_steps, params_a is not None,
-# params_b is not None): policies are closures, so identity is the right key
-# (`bots.make_bot` returns one object per (name, game), a solver one per policy, and
-# `lcjax.cfr.solver.make_solver` one solver per (game, config)); params values are arguments
-# of the compiled function, so they are not part of the key. This cache stays: it is the
-# only one of compiled matches, and the env knows nothing of solvers.
+# params_b is not None), plus the sharding when the games are split: policies are closures,
+# so identity is the right key (`bots.make_bot` returns one object per (name, game), a
+# solver one per policy, and `lcjax.cfr.solver.make_solver` one solver per (game, config,
+# mesh)); params values are arguments of the compiled function, so they are not part of the
+# key. This cache stays: it is the only one of compiled matches, and the env knows nothing
+# of solvers.
 _MATCH_CACHE: dict[tuple, Callable] = {}
 
 
@@ -193,7 +194,7 @@ def play_games(
     if max_steps <= 0:
         raise ValueError(f"max_steps must be positive, got {max_steps!r}")
     flags = (params_a is not None, params_b is not None)
-    cache_key = (game, act_a, act_b, int(num_games), max_steps) + flags + (sharding,)
+    cache_key = (game, act_a, act_b, int(num_games), max_steps) + flags + ((sharding,) if sharding is not None else ())
     fn = _MATCH_CACHE.get(cache_key)
     if fn is None:
         fn = _MATCH_CACHE[cache_key] = _build_match(game, act_a, act_b, int(num_games), max_steps, *flags, sharding)
