@@ -152,9 +152,12 @@ def process(pid: int, port: int, root: str) -> dict:
 
     settings = {"coordinator_address": f"127.0.0.1:{port}", "num_processes": 2, "process_id": pid, "initialization_timeout": 120}
     config = config_from_dict({**RUN, "run": {**RUN["run"], "max_iterations": 2}, "distributed": settings})
-    result = train(config, runs_root=root, name="two")
+    first = train(config, runs_root=root, name="two")
+    # Both processes continue the run from its checkpoint, each with its own process id.
+    result = train(config, resume=first.run_dir, max_iterations=3)
     return {
         "run_dir": str(result.run_dir),
+        "first_iteration": first.iteration,
         "iteration": result.iteration,
         "params": fingerprint((result.state.advantage_params, result.state.strategy_params)),
         "exploitability": result.last_eval.get("eval/exploitability"),

@@ -193,7 +193,7 @@ def test_evaluation_games_split_over_devices(four_devices):
 
 
 # ----------------------------------------------------------------------------- 2 processes
-def test_two_processes_train_together(tmp_path):
+def test_two_processes_train_and_resume_together(tmp_path):
     port = _free_port()
     procs = [
         subprocess.Popen([sys.executable, WORKER, "process", str(pid), str(port), str(tmp_path)],
@@ -211,11 +211,12 @@ def test_two_processes_train_together(tmp_path):
             if p.poll() is None:
                 p.kill()
     first, second = outputs
-    assert first["iteration"] == second["iteration"] == 2
+    assert first["first_iteration"] == second["first_iteration"] == 2
+    assert first["iteration"] == second["iteration"] == 3  # then resumed together for one more
     assert first["run_dir"] == second["run_dir"]
     assert first["params"] == second["params"]
     assert first["exploitability"] == second["exploitability"]
     run_dir = Path(first["run_dir"])
     rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    assert [r["iteration"] for r in rows] == [1, 2]  # written once, by process 0
-    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["2"]
+    assert [r["iteration"] for r in rows] == [1, 2, 3]  # written once, by process 0
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["2", "3"]

@@ -123,24 +123,15 @@ class _Phases:
         self.optimizer = make_optimizer(phase_schedule(c.learning_rate, c.lr_schedule, c.advantage_steps), clip)
         strategy_lr = c.strategy_learning_rate or c.learning_rate
         strategy_optimizer = make_optimizer(phase_schedule(strategy_lr, c.lr_schedule, c.strategy_steps), clip)
-        jit = functools.partial(jax.jit, compiler_options=fast_compile_options() if c.fast_compile else None)
-        self.jit = jit
+        self.jit = jit = functools.partial(jax.jit, compiler_options=fast_compile_options() if c.fast_compile else None)
         # The phases' plain functions (`lcjax.cfr.mesh` shards these), then their programs.
+        train = functools.partial(train_steps, apply_fn=self.apply_fn)
         self.train_advantage_fn = functools.partial(
-            train_steps,
-            apply_fn=self.apply_fn,
-            optimizer=self.optimizer,
-            loss_fn=advantage_loss,
-            num_steps=c.advantage_steps,
-            batch_size=c.advantage_batch,
+            train, optimizer=self.optimizer, loss_fn=advantage_loss, num_steps=c.advantage_steps, batch_size=c.advantage_batch
         )
+        strategy = functools.partial(strategy_loss, kind=c.strategy_loss)
         self.train_strategy_fn = functools.partial(
-            train_steps,
-            apply_fn=self.apply_fn,
-            optimizer=strategy_optimizer,
-            loss_fn=functools.partial(strategy_loss, kind=c.strategy_loss),
-            num_steps=c.strategy_steps,
-            batch_size=c.strategy_batch,
+            train, optimizer=strategy_optimizer, loss_fn=strategy, num_steps=c.strategy_steps, batch_size=c.strategy_batch
         )
         self.add_advantage_fn = functools.partial(_add_weighted, c.advantage_weight_power)
         self.add_strategy_fn = functools.partial(_add_weighted, c.strategy_weight_power)
