@@ -33,6 +33,7 @@ import numpy as np
 
 from lcjax import distributed
 from lcjax.checkpoint import Checkpointer, CheckpointError
+from lcjax.cfr.mesh import state_shardings
 from lcjax.cfr.solver import DeepCFR, make_solver
 from lcjax.config import Config, ConfigError, config_to_dict, load_config, make_game, save_config, solver_config
 from lcjax.evaluate import evaluate
@@ -399,7 +400,14 @@ def _evaluate_if_due(solver, config: Config, run: _RunState, row: dict, final: b
 def _template(solver, config: Config, *, abstract: bool):
     """A solver state with the run's structure: real, or shapes only (no allocation)."""
     key = jax.random.key(config.run.seed)
-    return jax.eval_shape(solver.init, key) if abstract else solver.init(key)
+    if not abstract:
+        return solver.init(key)
+    shapes = jax.eval_shape(solver.init, key)
+    if solver.mesh is None:
+        return shapes
+    # On a mesh every leaf says where it goes, so a restored state is placed as a fresh one.
+    return jax.tree.map(lambda s, where: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=where),
+                        shapes, state_shardings(shapes, solver.mesh))
 
 
 def load_run(run_dir: str | os.PathLike, step: int | None = None, *, with_memory: bool = False):
