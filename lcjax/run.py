@@ -13,6 +13,13 @@ display, Ctrl-C handling and resuming. A resumed run continues exactly: the solv
 (PRNG key included) comes from the checkpoint, evaluation keys derive from the seed and
 the iteration, and metrics rows past the checkpoint are dropped before training resumes, so
 the metrics file reads as if the run had never stopped (timings aside).
+
+The `distributed` section picks the devices (`lcjax.distributed.make_mesh`; more than one
+runs the data-parallel programs of `lcjax.cfr.mesh`) and, for several processes, joins
+them first (`lcjax.distributed.initialize`). Every process then runs the same programs and
+writes its own shards of each checkpoint; process 0 alone writes config.yaml and
+metrics.jsonl and reports progress. A checkpoint records its device count, and a resume on
+another count is refused.
 """
 
 from __future__ import annotations
