@@ -15,6 +15,9 @@ compiles each phase once:
 * strategy training: the average-strategy network on the strategy reservoir, every
   `strategy_train_every` iterations.
 
+Given a mesh of several devices (`DeepCFR(game, config, mesh)`), every phase is its
+data-parallel program instead (`lcjax.cfr.mesh`); one device runs the programs above.
+
 The first `iteration` compiles all phases side by side in threads (`precompile`).
 `make_solver(game, config)` is the cached constructor: it returns one solver per equal
 (game, config) pair, so a resumed run, an evaluation, a script or a notebook reuses what an
