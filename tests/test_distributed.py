@@ -18,6 +18,7 @@ import jax
 import pytest
 
 from lcjax import cli, distributed
+from lcjax.cfr.mesh import local_traversal_config
 from lcjax.cfr.solver import DeepCFR
 from lcjax.config import config_from_dict, load_config, make_game, shipped_config, solver_config
 from lcjax.sections import DistributedConfig
@@ -107,6 +108,16 @@ def test_unreachable_coordinator_is_one_line_and_writes_nothing(tmp_path, capsys
     assert len(err) == 1 and err[0].startswith("error: cannot reach the coordinator at " + address), err
     assert not (tmp_path / "runs").exists()
     assert not jax.distributed.is_initialized()
+
+
+def test_each_device_runs_its_share_of_traversals_and_lanes():
+    t = config_from_dict({"game": "leduc", "traversal": {"traversal_batch": 100, "probe": {"rollout_batch": 0}}}).traversal
+    local = local_traversal_config(t, 4)
+    assert local.traversal_batch == 25 and local.probe.rollout_batch == 512 and local.value.lanes == 512
+    assert local_traversal_config(t, 3).traversal_batch == 34  # rounded up
+    explicit = config_from_dict({"game": "leduc", "traversal": {"probe": {"rollout_batch": 64}, "value": {"lanes": 32}}}).traversal
+    local = local_traversal_config(explicit, 4)
+    assert local.probe.rollout_batch == 64 and local.value.lanes == 32  # set explicitly: per device
 
 
 # ----------------------------------------------------------------------------- one device

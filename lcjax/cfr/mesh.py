@@ -6,7 +6,8 @@ compiled program (`jax.jit` of a `jax.shard_map`, no per-device Python loop). Wi
 
 * traversal: each device runs ceil(traversal_batch / n) traversals of the chunk with the
   same (replicated) networks and its own key, the chunk key folded with its device index,
-  so no two devices sample the same stream. The samples stay on the device that made them
+  so no two devices sample the same stream; automatic lane pools are split the same way
+  (`local_traversal_config`). The samples stay on the device that made them
   (sharded along their leading axis); the counters are summed over the mesh.
 * memories: every reservoir is sharded along its item axis into n shards of
   ceil(capacity / n) items; `size` and `seen` become int32[n], one per shard. Each shard
@@ -41,10 +42,11 @@ from jax.sharding import PartitionSpec as P
 from lcjax.cfr import traversal as tr
 from lcjax.cfr.memory import Reservoir
 from lcjax.cfr.training import train_steps
+from lcjax.cfr.traversal import trajectory as tj
 
 AXIS = "data"
 
-__all__ = ["AXIS", "data_parallel", "replicated", "shard_reservoir", "sharded", "state_shardings"]
+__all__ = ["AXIS", "data_parallel", "local_traversal_config", "replicated", "shard_reservoir", "sharded", "state_shardings"]
 
 
 def replicated(mesh) -> NamedSharding:
@@ -92,11 +94,21 @@ def state_shardings(state, mesh, memory_fields=("advantage_memory", "strategy_me
                           for f in state._fields})
 
 
+def local_traversal_config(t, n: int):
+    """The `traversal` settings one of n devices runs: its share of `traversal_batch`, and
+    of the automatic lane pools (probe's `rollout_batch` and value's `lanes` when 0), so
+    that the devices together advance as many lanes as one device would (a pool wider than
+    its work costs time on every loop step). Lane counts set explicitly are per device.
+    (external's automatic lanes follow `traversal_batch` already.)"""
+    lanes = _per_device(tj.DEFAULT_LANES, n)
+    probe = t.probe if t.probe.rollout_batch else dataclasses.replace(t.probe, rollout_batch=lanes)
+    value = t.value if t.value.lanes else dataclasses.replace(t.value, lanes=lanes)
+    return dataclasses.replace(t, traversal_batch=_per_device(t.traversal_batch, n), probe=probe, value=value)
+
+
 def _shard_traverse(game, phases, mesh):
     """`traverse(params, value_params, player, iteration, key)` over the mesh."""
-    n = mesh.size
-    t = phases.config.traversal
-    local_t = dataclasses.replace(t, traversal_batch=_per_device(t.traversal_batch, n))
+    local_t = local_traversal_config(phases.config.traversal, mesh.size)
     local = tr.traversal_fn(game, phases.apply_fn, local_t, phases.value_apply)
 
     def per_device(params, value_params, player, iteration, key):
