@@ -126,11 +126,15 @@ def _placement(x: Any) -> jax.sharding.Sharding | None:
 def _to_device(value: np.ndarray, x: Any) -> Any:
     """A restored numpy leaf (key data for a key) as a jax.Array placed like template leaf `x`."""
     placement = _placement(x)
-    if _is_key(x):
-        value = jax.random.wrap_key_data(jnp.asarray(value), dtype=x.dtype)
-    else:
-        value = jnp.asarray(value, x.dtype) if placement is None else np.asarray(value, x.dtype)
-    return value if placement is None else jax.device_put(value, placement)
+    if placement is None:
+        if _is_key(x):
+            return jax.random.wrap_key_data(jnp.asarray(value), dtype=x.dtype)
+        return jnp.asarray(value, x.dtype)
+    # Each device takes its part of the whole array; this also builds the arrays of a
+    # sharding over several processes' devices (each process places its own parts).
+    value = np.asarray(value) if _is_key(x) else np.asarray(value, x.dtype)
+    placed = jax.make_array_from_callback(value.shape, placement, lambda index: value[index])
+    return jax.random.wrap_key_data(placed, dtype=x.dtype) if _is_key(x) else placed
 
 
 def _materialize(x: Any) -> Any:

@@ -19,6 +19,8 @@ those of `SolverConfig`, each declared once in the module that uses it:
   checkpoint    CheckpointConfig: save_every, keep.
   evaluation    EvaluationConfig: bot matches (Lost Cities) or exact exploitability
                 (kuhn/leduc, which ignore the bot lists but still validate them).
+  distributed   DistributedConfig: devices, coordinator_address, num_processes,
+                process_id, initialization_timeout (see lcjax.distributed).
 
 Missing keys take the dataclass defaults; `run.name` missing or null takes the file's stem.
 The shipped files (`shipped_config`) list every key; kuhn.yaml and leduc.yaml are the tuned
@@ -56,7 +58,7 @@ from lcjax.cfr.networks import NetworkConfig
 from lcjax.cfr.solver_config import SolverConfig, TraversalConfig
 from lcjax.cfr.training import OptimizationConfig
 from lcjax.env import registry
-from lcjax.sections import CheckpointConfig, EvaluationConfig, RulesConfig, RunConfig, RunMemoryConfig
+from lcjax.sections import CheckpointConfig, DistributedConfig, EvaluationConfig, RulesConfig, RunConfig, RunMemoryConfig
 from lcjax.settings import Choice, ConfigError, Settings, field_section, from_dict, keys, merge, to_dict, unknown_key
 
 GAMES = registry.GAME_NAMES
@@ -82,6 +84,7 @@ class Config:
     memory: RunMemoryConfig = RunMemoryConfig()
     checkpoint: CheckpointConfig = CheckpointConfig()
     evaluation: EvaluationConfig = EvaluationConfig()
+    distributed: DistributedConfig = DistributedConfig()
 
 
 SECTIONS: dict[str, type[Settings]] = {
@@ -93,6 +96,7 @@ SECTIONS: dict[str, type[Settings]] = {
     "memory": RunMemoryConfig,
     "checkpoint": CheckpointConfig,
     "evaluation": EvaluationConfig,
+    "distributed": DistributedConfig,
 }
 _TOP_KEYS = ("game", *SECTIONS)
 
@@ -418,6 +422,7 @@ __all__ = [
     "CheckpointConfig",
     "Config",
     "ConfigError",
+    "DistributedConfig",
     "EvaluationConfig",
     "GAMES",
     "NetworkConfig",

@@ -6,6 +6,8 @@
   negative-expedition rate, bonus rate, wagers played, turns and turn-cap rate.
 * Kuhn and Leduc poker: exact exploitability of the policy (`lcjax.cfr.exploitability`).
 
+A solver on a mesh of several devices (`lcjax.cfr.mesh`) splits each match's games over them.
+
 Read-offs (`READOUTS`): "average" (the strategy network, sampled), "average_greedy" (its
 most likely legal action), "current" (regret matching on the acting seat's advantage
 network, sampled) and "current_greedy" (its most likely legal action). Greedy play is
@@ -29,6 +31,7 @@ import numpy as np
 
 from lcjax import diagnostics
 from lcjax.cfr import exploitability as xpl
+from lcjax.cfr.mesh import sharded
 from lcjax.cfr.policy import average_policy, current_policy, make_act
 from lcjax.env.arena import play_games, summarize
 from lcjax.env.bots import BOT_NAMES, make_bot
@@ -68,6 +71,13 @@ def agent_act(solver, policy: str = "average"):
     base = base_policy(policy)
     act = _greedy_act(solver, base) if policy.endswith(GREEDY) else solver.policy_act(base)
     return act, lambda state: solver.policy_params(state, base)
+
+
+def games_sharding(solver):
+    """How a solver's matches split their games: over its mesh's devices (`lcjax.cfr.mesh`),
+    or None on one device."""
+    mesh = getattr(solver, "mesh", None)
+    return None if mesh is None else sharded(mesh)
 
 
 def match_metrics(summary: dict, prefix: str) -> dict[str, float]:
@@ -112,7 +122,10 @@ def evaluate_against_bots(
     act, params_of = agent_act(solver, policy)
     metrics: dict[str, float] = {}
     for i, name in enumerate(opponents):
-        result = play_games(game, act, make_bot(name, game), jax.random.fold_in(key, i), games, params_a=params_of(state))
+        result = play_games(
+            game, act, make_bot(name, game), jax.random.fold_in(key, i), games, params_a=params_of(state),
+            sharding=games_sharding(solver),
+        )
         metrics.update(match_metrics(summarize(result), f"{prefix}/{name}"))
     return metrics
 
@@ -145,7 +158,8 @@ def evaluate_head_to_head(solver_a, state_a, solver_b, state_b, games: int, key,
     act_a, params_a = agent_act(solver_a, policy)
     act_b, params_b = agent_act(solver_b, policy)
     result = play_games(
-        solver_a.game, act_a, act_b, key, games, params_a=params_a(state_a), params_b=params_b(state_b)
+        solver_a.game, act_a, act_b, key, games, params_a=params_a(state_a), params_b=params_b(state_b),
+        sharding=games_sharding(solver_a),
     )
     return match_metrics(summarize(result), "eval/other")
 

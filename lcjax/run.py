@@ -13,6 +13,13 @@ display, Ctrl-C handling and resuming. A resumed run continues exactly: the solv
 (PRNG key included) comes from the checkpoint, evaluation keys derive from the seed and
 the iteration, and metrics rows past the checkpoint are dropped before training resumes, so
 the metrics file reads as if the run had never stopped (timings aside).
+
+The `distributed` section picks the devices (`lcjax.distributed.make_mesh`; more than one
+runs the data-parallel programs of `lcjax.cfr.mesh`) and, for several processes, joins
+them first (`lcjax.distributed.initialize`). Every process then runs the same programs and
+writes its own shards of each checkpoint; process 0 alone writes config.yaml and
+metrics.jsonl and reports progress. A checkpoint records its device count, and a resume on
+another count is refused.
 """
 
 from __future__ import annotations
@@ -31,7 +38,9 @@ from typing import Any, Callable
 import jax
 import numpy as np
 
+from lcjax import distributed
 from lcjax.checkpoint import Checkpointer, CheckpointError
+from lcjax.cfr.mesh import state_shardings
 from lcjax.cfr.solver import DeepCFR, make_solver
 from lcjax.config import Config, ConfigError, config_to_dict, load_config, make_game, save_config, solver_config
 from lcjax.evaluate import evaluate
@@ -41,14 +50,15 @@ METRICS_FILE = "metrics.jsonl"
 CHECKPOINT_DIR = "checkpoints"
 
 # Config sections that may differ when resuming: they steer the schedule, not the state.
-RESUMABLE_SECTIONS = ("run", "checkpoint", "evaluation")
+# (`distributed` may too, as long as the device count stays: see `_check_devices`.)
+RESUMABLE_SECTIONS = ("run", "checkpoint", "evaluation", "distributed")
 
 
-def run_solver(config: Config) -> DeepCFR:
-    """The DeepCFR of a run's config: `make_solver` on its game and solver settings, so runs,
-    evaluations and notebooks in one process share one solver (and its compilations) per
-    equal config."""
-    return make_solver(make_game(config), solver_config(config))
+def run_solver(config: Config, mesh=None) -> DeepCFR:
+    """The DeepCFR of a run's config: `make_solver` on its game and solver settings (and
+    `mesh`, see `lcjax.cfr.mesh`), so runs, evaluations and notebooks in one process share
+    one solver (and its compilations) per equal config."""
+    return make_solver(make_game(config), solver_config(config), mesh)
 
 
 class RunError(ValueError):
@@ -224,9 +234,18 @@ def train(
     Returns:
       RunResult.
     """
-    notify = progress or (lambda event: None)
     config, run_path = resolve_run(config, resume=resume, runs_root=runs_root, run_dir=run_dir, name=name)
-    solver = run_solver(config)
+    try:
+        distributed.initialize(config.distributed)
+    except distributed.DistributedError as err:
+        raise RunError(str(err)) from None
+    mesh = distributed.make_mesh(config.distributed)
+    # Every process runs the same programs; process 0 alone writes the run's files, in the
+    # directory it named (a timestamped name may differ between processes).
+    run_path = Path(distributed.broadcast_text(str(run_path)))
+    distributed.sync("lcjax-run-resolved")
+    notify = (progress or (lambda event: None)) if distributed.is_main_process() else (lambda event: None)
+    solver = run_solver(config, mesh)
     if resume is not None:
         ckpt, run = _reopen(solver, config, run_path, notify)
     else:
@@ -238,7 +257,8 @@ def train(
             stopped_by = _iterate(solver, config, run_path, ckpt, run, limit, interrupt, notify)
             if ckpt.latest_step() != int(run.state.iteration) and int(run.state.iteration) > 0:
                 rows = read_metrics(run_path)
-                _save(ckpt, config, run, rows[-1] if rows and rows[-1].get("iteration") == int(run.state.iteration) else None)
+                last = rows[-1] if rows and rows[-1].get("iteration") == int(run.state.iteration) else None
+                _save(ckpt, config, run, last, solver)
         except KeyboardInterrupt:
             # A second Ctrl-C: the iteration in flight may have consumed (donated) the
             # state's memories, so nothing is saved; the last checkpoint stays valid.
@@ -280,9 +300,11 @@ def resolve_run(
 
 def _create(solver, config: Config, run_path: Path) -> tuple[Checkpointer, _RunState]:
     """A new run directory (config, empty metrics, checkpoints) and the initial state."""
-    run_path.mkdir(parents=True)
-    save_config(config, run_path / CONFIG_FILE)
-    (run_path / METRICS_FILE).touch()
+    if distributed.is_main_process():
+        run_path.mkdir(parents=True)
+        save_config(config, run_path / CONFIG_FILE)
+        (run_path / METRICS_FILE).touch()
+    distributed.sync("lcjax-run-created")
     ckpt = Checkpointer.open(run_path / CHECKPOINT_DIR, keep=config.checkpoint.keep, create=True)
     return ckpt, _RunState(_template(solver, config, abstract=False), 0, {}, 0)
 
@@ -291,8 +313,10 @@ def _reopen(solver, config: Config, run_path: Path, notify) -> tuple[Checkpointe
     """The latest checkpoint of a run, with its metrics file cut back to match it."""
     try:
         ckpt = Checkpointer.open(run_path / CHECKPOINT_DIR, keep=config.checkpoint.keep, create=False)
+        saved = ckpt.read_metadata()
+        _check_devices(saved, solver)
         # Memories not in the checkpoint come from this template, so it must be real.
-        memory_saved = ckpt.read_metadata().get("memory_saved", True)
+        memory_saved = saved.get("memory_saved", True)
         template = _template(solver, config, abstract=memory_saved)
         state, meta = ckpt.restore(None, template=template)
     except CheckpointError as err:
@@ -301,13 +325,29 @@ def _reopen(solver, config: Config, run_path: Path, notify) -> tuple[Checkpointe
     rows = [r for r in read_metrics(run_path) if r.get("iteration", 0) <= iteration]
     if (not rows or rows[-1].get("iteration") != iteration) and meta.get("metrics_row"):
         rows.append(meta["metrics_row"])  # the row was lost after the checkpoint was saved
-    _write_metrics(run_path / METRICS_FILE, rows)
+    if distributed.is_main_process():
+        _write_metrics(run_path / METRICS_FILE, rows)
     if not meta.get("memory_saved", True):
         notify({"event": "warning", "message": "checkpoint has no memories: resume is not exact"})
     return ckpt, _RunState(state, iteration, meta.get("last_eval", {}), meta.get("last_eval_iteration", 0))
 
 
-def _save(ckpt: Checkpointer, config: Config, run: _RunState, row: dict | None) -> float:
+def _devices(solver) -> int:
+    """Devices the solver's programs run on (1 without a mesh)."""
+    return 1 if solver.mesh is None else int(solver.mesh.size)
+
+
+def _check_devices(metadata: dict, solver) -> None:
+    """Refuse to resume on another device count: the reservoirs are sharded per device."""
+    saved, now = int(metadata.get("devices", 1)), _devices(solver)
+    if saved != now:
+        raise RunError(
+            f"cannot resume: the checkpoint was written on {saved} device(s) but this run has {now}; "
+            f"set distributed.devices={saved} (resuming on another device count is not supported)"
+        )
+
+
+def _save(ckpt: Checkpointer, config: Config, run: _RunState, row: dict | None, solver=None) -> float:
     """Checkpoint `run.state` with the metadata a resume needs; returns the seconds taken."""
     t0 = time.perf_counter()
     meta = {
@@ -316,6 +356,7 @@ def _save(ckpt: Checkpointer, config: Config, run: _RunState, row: dict | None) 
         "last_eval": run.last_eval,
         "last_eval_iteration": run.last_eval_iteration,
         "memory_saved": config.memory.save_in_checkpoint,
+        "devices": 1 if solver is None else _devices(solver),
     }
     ckpt.save(int(run.state.iteration), run.state, metadata=meta, include_memory=config.memory.save_in_checkpoint)
     return time.perf_counter() - t0
@@ -338,8 +379,9 @@ def _iterate(solver, config: Config, run_path: Path, ckpt, run: _RunState, limit
         row = _jsonable(row)
         if run.iteration % config.checkpoint.save_every == 0 or final:
             notify({"event": "phase", "phase": "checkpoint", "iteration": run.iteration})
-            row["time/checkpoint_seconds"] = _save(ckpt, config, run, row)
-        _append_metrics(run_path / METRICS_FILE, row)
+            row["time/checkpoint_seconds"] = _save(ckpt, config, run, row, solver)
+        if distributed.is_main_process():
+            _append_metrics(run_path / METRICS_FILE, row)
         notify({"event": "iteration", "row": row, "last_eval": run.last_eval})
     return "max_iterations"
 
@@ -365,7 +407,14 @@ def _evaluate_if_due(solver, config: Config, run: _RunState, row: dict, final: b
 def _template(solver, config: Config, *, abstract: bool):
     """A solver state with the run's structure: real, or shapes only (no allocation)."""
     key = jax.random.key(config.run.seed)
-    return jax.eval_shape(solver.init, key) if abstract else solver.init(key)
+    if not abstract:
+        return solver.init(key)
+    shapes = jax.eval_shape(solver.init, key)
+    if solver.mesh is None:
+        return shapes
+    # On a mesh every leaf says where it goes, so a restored state is placed as a fresh one.
+    return jax.tree.map(lambda s, where: jax.ShapeDtypeStruct(s.shape, s.dtype, sharding=where),
+                        shapes, state_shardings(shapes, solver.mesh))
 
 
 def load_run(run_dir: str | os.PathLike, step: int | None = None, *, with_memory: bool = False):

@@ -168,4 +168,74 @@ class EvaluationConfig(Settings):
     extended_games: int = setting(1000, Int(1))
 
 
-__all__ = ["CheckpointConfig", "EvaluationConfig", "RulesConfig", "RunConfig", "RunMemoryConfig"]
+class _Devices(Check):
+    """"all", or a positive number of devices."""
+
+    def describe(self) -> str:
+        return "all or a positive integer"
+
+    def __call__(self, value):
+        if value == "all":
+            return value
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise self.fail(value)
+        return int(value)
+
+
+class _OptionalInt(Int):
+    """An integer >= lo, or null."""
+
+    def describe(self) -> str:
+        return super().describe() + " or null"
+
+    def __call__(self, value):
+        return None if value is None else super().__call__(value)
+
+
+class _Address(Check):
+    """A coordinator address "host:port", or null."""
+
+    def describe(self) -> str:
+        return "host:port (e.g. 10.0.0.1:1234) or null"
+
+    def __call__(self, value):
+        if value is None:
+            return None
+        host, _, port = str(value).rpartition(":") if isinstance(value, str) else ("", "", "")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise self.fail(value)
+        return value
+
+
+@dataclasses.dataclass(frozen=True)
+class DistributedConfig(Settings):
+    """The devices and processes a run uses (see `lcjax.distributed`).
+
+    Attributes:
+      devices: "all" devices the run's processes see, or that many (a multi-process run
+        takes devices / num_processes from each process). One device runs the plain
+        single-device program; more run the data-parallel one of `lcjax.cfr.mesh`.
+      coordinator_address: "host:port" of process 0, for a run of several processes; null
+        = the environment's JAX_COORDINATOR_ADDRESS, or a single process.
+      num_processes: processes of the run; null = JAX_NUM_PROCESSES, or 1.
+      process_id: this process's index in 0..num_processes - 1; null = JAX_PROCESS_ID.
+      initialization_timeout: seconds to wait for every process to reach the coordinator.
+    """
+
+    devices: int | str = setting("all", _Devices())
+    coordinator_address: str | None = setting(None, _Address())
+    num_processes: int | None = setting(None, _OptionalInt(1))
+    process_id: int | None = setting(None, _OptionalInt(0))
+    initialization_timeout: int = setting(300, Int(1))
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.process_id is not None and self.num_processes is not None and self.process_id >= self.num_processes:
+            raise ConfigError(
+                f"expected an integer in 0..{self.num_processes - 1} (num_processes is {self.num_processes}), "
+                f"got {self.process_id}",
+                "process_id",
+            )
+
+
+__all__ = ["CheckpointConfig", "DistributedConfig", "EvaluationConfig", "RulesConfig", "RunConfig", "RunMemoryConfig"]

@@ -15,6 +15,9 @@ compiles each phase once:
 * strategy training: the average-strategy network on the strategy reservoir, every
   `strategy_train_every` iterations.
 
+Given a mesh of several devices (`DeepCFR(game, config, mesh)`), every phase is its
+data-parallel program instead (`lcjax.cfr.mesh`); one device runs the programs above.
+
 The first `iteration` compiles all phases side by side in threads (`precompile`).
 `make_solver(game, config)` is the cached constructor: it returns one solver per equal
 (game, config) pair, so a resumed run, an evaluation, a script or a notebook reuses what an
@@ -41,6 +44,7 @@ import jax.numpy as jnp
 from lcjax.cfr import traversal as tr
 from lcjax.cfr.history_value import HistoryValue
 from lcjax.cfr.memory import Reservoir, reservoir_add, reservoir_init
+from lcjax.cfr.mesh import data_parallel, sharded_init
 from lcjax.cfr.networks import NetworkSpec, init_params, make_apply, network_graphdef
 from lcjax.cfr.policy import average_policy, bind, current_policy, make_act
 from lcjax.cfr.samples import AdvantageSample, StrategySample
@@ -103,7 +107,7 @@ class _Phases:
     (game, config).
     """
 
-    def __init__(self, game, config: SolverConfig):
+    def __init__(self, game, config: SolverConfig, mesh=None):
         c = config.optimization
         self.config = config
         self.spec = NetworkSpec(
@@ -122,36 +126,34 @@ class _Phases:
         self.optimizer = make_optimizer(phase_schedule(c.learning_rate, c.lr_schedule, c.advantage_steps), clip)
         strategy_lr = c.strategy_learning_rate or c.learning_rate
         strategy_optimizer = make_optimizer(phase_schedule(strategy_lr, c.lr_schedule, c.strategy_steps), clip)
-        jit = functools.partial(jax.jit, compiler_options=fast_compile_options() if c.fast_compile else None)
+        self.jit = jit = functools.partial(jax.jit, compiler_options=fast_compile_options() if c.fast_compile else None)
+        # The phases' plain functions (`lcjax.cfr.mesh` shards these), then their programs.
+        train = functools.partial(train_steps, apply_fn=self.apply_fn)
+        self.train_advantage_fn = functools.partial(
+            train, optimizer=self.optimizer, loss_fn=advantage_loss, num_steps=c.advantage_steps, batch_size=c.advantage_batch
+        )
+        strategy = functools.partial(strategy_loss, kind=c.strategy_loss)
+        self.train_strategy_fn = functools.partial(
+            train, optimizer=strategy_optimizer, loss_fn=strategy, num_steps=c.strategy_steps, batch_size=c.strategy_batch
+        )
+        self.add_advantage_fn = functools.partial(_add_weighted, c.advantage_weight_power)
+        self.add_strategy_fn = functools.partial(_add_weighted, c.strategy_weight_power)
+        self.fresh_network_fn, self.iteration_keys_fn = self._fresh_network, self._iteration_keys
         # `make_train_fn`'s program, jitted here so that it takes the compiler options.
-        self.train_advantage = jit(
-            functools.partial(
-                train_steps,
-                apply_fn=self.apply_fn,
-                optimizer=self.optimizer,
-                loss_fn=advantage_loss,
-                num_steps=c.advantage_steps,
-                batch_size=c.advantage_batch,
-            )
-        )
-        self.train_strategy = jit(
-            functools.partial(
-                train_steps,
-                apply_fn=self.apply_fn,
-                optimizer=strategy_optimizer,
-                loss_fn=functools.partial(strategy_loss, kind=c.strategy_loss),
-                num_steps=c.strategy_steps,
-                batch_size=c.strategy_batch,
-            )
-        )
+        self.train_advantage = jit(self.train_advantage_fn)
+        self.train_strategy = jit(self.train_strategy_fn)
         t = config.traversal
         self.history_value = HistoryValue(game, config, self.spec, self.apply_fn, jit) if t.scheme == "value" else None
-        value_apply = self.history_value.apply_fn if self.history_value else None
-        self.traverse = jit(tr.traversal_fn(game, self.apply_fn, t, value_apply))
-        self.add_advantage = jit(functools.partial(_add_weighted, c.advantage_weight_power), donate_argnums=(1,))
-        self.add_strategy = jit(functools.partial(_add_weighted, c.strategy_weight_power), donate_argnums=(1,))
+        self.value_apply = self.history_value.apply_fn if self.history_value else None
+        self.traverse = jit(tr.traversal_fn(game, self.apply_fn, t, self.value_apply))
+        self.add_advantage = jit(self.add_advantage_fn, donate_argnums=(1,))
+        self.add_strategy = jit(self.add_strategy_fn, donate_argnums=(1,))
         self.fresh_network = jax.jit(self._fresh_network)
         self.iteration_keys = jax.jit(self._iteration_keys)
+        # On a mesh of several devices every phase becomes its data-parallel program.
+        self.mesh = mesh if mesh is not None and mesh.size > 1 else None
+        if self.mesh is not None:
+            data_parallel(self, game, self.mesh)
         # One object per policy: reading a policy off new parameters (`policy.bind`) and
         # the arena's matches (compiled per act object) never recompile.
         self.policies = {"average": average_policy(self.apply_fn), "current": current_policy(self.apply_fn)}
@@ -183,10 +185,10 @@ class DeepCFR:
       apply_fn: the networks' forward `apply(params, x)`.
     """
 
-    def __init__(self, game, config: SolverConfig = SolverConfig()):
+    def __init__(self, game, config: SolverConfig = SolverConfig(), mesh=None):
         self.game = game
         self.config = config
-        phases = _Phases(game, config)
+        phases = _Phases(game, config, mesh)
         self._phases = phases
         self.spec = phases.spec
         self.apply_fn = phases.apply_fn
@@ -200,6 +202,8 @@ class DeepCFR:
         self._iteration_keys = phases.iteration_keys
         self._players = (jnp.int32(0), jnp.int32(1))
         self._compiled = False  # set by `precompile`
+        self.mesh = phases.mesh  # None on one device
+        self._sharded_init = sharded_init(self._init_one_device, self.mesh) if self.mesh is not None else None
 
     # ----------------------------------------------------------------- state
     def _example_samples(self):
@@ -215,7 +219,16 @@ class DeepCFR:
         return adv, strat
 
     def init(self, key: Array) -> SolverState:
-        """A fresh solver state: random networks, empty memories, iteration 0."""
+        """A fresh solver state: random networks, empty memories, iteration 0.
+
+        On a mesh of several devices the state is placed on it, the reservoirs sharded
+        (`lcjax.cfr.mesh`), everything else replicated.
+        """
+        if self._sharded_init is not None:
+            return self._sharded_init(key)
+        return self._init_one_device(key)
+
+    def _init_one_device(self, key: Array) -> SolverState:
         c = self.config.memory
         key, k0, k1, ks = jax.random.split(key, 4)
         adv0, adv1 = self._fresh_network(k0), self._fresh_network(k1)
@@ -324,7 +337,9 @@ class DeepCFR:
             metrics.update(_strategy_fit_metrics(fit))
             timing["strategy_train"] = time.perf_counter() - t0
         new_state = SolverState(
-            iteration=jnp.int32(iteration),
+            # On a mesh the counter stays a replicated array of it (a host value is local to
+            # one process, and a multi-process checkpoint cannot hold it).
+            iteration=jnp.int32(iteration) if self.mesh is None else state.iteration + 1,
             key=key,
             advantage_params=tuple(adv_params),
             advantage_opt=tuple(adv_opt),
@@ -423,13 +438,17 @@ def _phase_metrics(timing: dict, totals: dict, compile_seconds: float, seconds: 
         metrics[f"traversal/{name}"] = counts[name]
     metrics["traversal/nodes_per_second"] = totals["nodes"] / max(timing["traversal"], 1e-9)
     memories = {"advantage_0": state.advantage_memory[0], "advantage_1": state.advantage_memory[1], "strategy": state.strategy_memory}
-    metrics.update({f"memory/{name}": int(memory.size) for name, memory in memories.items()})
+    # A sharded reservoir has one size per shard (`lcjax.cfr.mesh`): the memory holds their sum.
+    metrics.update({f"memory/{name}": int(jnp.sum(memory.size)) for name, memory in memories.items()})
     return metrics
 
 
 @functools.lru_cache(maxsize=16)
-def make_solver(game, config: SolverConfig = SolverConfig()) -> DeepCFR:
-    """The DeepCFR for (game, config): one per equal pair in this process.
+def make_solver(game, config: SolverConfig = SolverConfig(), mesh=None) -> DeepCFR:
+    """The DeepCFR for (game, config, mesh): one per equal triple in this process.
+
+    `mesh`: a one-axis ("data") `jax.sharding.Mesh` to run data-parallel on
+    (`lcjax.cfr.mesh`); None or a single device: the single-device programs.
 
     The one cache of solvers. A solver holds only compiled functions (all run data is in
     SolverState), so sharing it lets a resumed run, an evaluation, a script or a notebook
@@ -437,4 +456,4 @@ def make_solver(game, config: SolverConfig = SolverConfig()) -> DeepCFR:
     arena's compiled matches are keyed on) stable. Games are equal when their rules are.
     Both arguments must be hashable; build `DeepCFR(game, config)` for a private solver.
     """
-    return DeepCFR(game, config)
+    return DeepCFR(game, config, mesh)

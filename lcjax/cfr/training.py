@@ -250,6 +250,7 @@ def train_steps(
     loss_fn: LossFn,
     num_steps: int,
     batch_size: int,
+    axis_name: str | None = None,
 ) -> tuple[Params, optax.OptState, TrainMetrics]:
     """`num_steps` optimizer steps, each on a minibatch drawn from `reservoir`, in one scan.
 
@@ -269,6 +270,9 @@ def train_steps(
       loss_fn: static, `loss_fn(apply_fn, params, batch) -> f32 scalar`.
       num_steps: static int >= 1.
       batch_size: static int, minibatch size.
+      axis_name: static; inside `shard_map` over this mesh axis (`lcjax.cfr.mesh`), the
+        loss, gradients and baseline of each step are averaged over the axis before the
+        update, so every device applies the same step to its replicated parameters.
 
     Returns:
       (params, opt_state, TrainMetrics).
@@ -283,6 +287,8 @@ def train_steps(
         batch = reservoir_sample(step_key, reservoir, batch_size)
         baseline = loss_fn(zeros_apply, params, batch)
         loss, grads = jax.value_and_grad(lambda p: loss_fn(apply_fn, p, batch))(params)
+        if axis_name is not None:
+            loss, grads, baseline = jax.lax.pmean((loss, grads, baseline), axis_name)
         finite = jnp.isfinite(loss) & _all_finite(grads)
         updates, new_opt_state = optimizer.update(grads, opt_state, params)
         new_params = optax.apply_updates(params, updates)

@@ -92,11 +92,14 @@ def _build_match(
     max_steps: int,
     with_params_a: bool = False,
     with_params_b: bool = False,
+    sharding: Any = None,
 ):
     """A jitted function (key, params_a, params_b) -> (outputs, final states) for one match
     configuration. outputs are per-game device arrays in `MatchResult` field order; the
     params of a policy without them are ignored (pass None). With `with_params_x`, act_x
-    is called as act_x(params_x, key, state); the params are never batched."""
+    is called as act_x(params_x, key, state); the params are never batched. With a
+    `sharding` (see `play_games`) the games are split by it and the outputs replicated."""
+    split = (lambda x: x) if sharding is None else (lambda x: jax.lax.with_sharding_constraint(x, sharding))
 
     def decide(state: State, a_seat: Array, key: Array, t: Array, params_a, params_b):
         """One game's action at decision t (int32[]) and whether it is legal (bool[])."""
@@ -110,9 +113,9 @@ def _build_match(
 
     def run(key: Array, params_a, params_b):
         init_key, play_key = jax.random.split(key)
-        a_seat = jnp.arange(num_games, dtype=jnp.int32) % 2
-        states = jax.vmap(game.init)(jax.random.split(init_key, num_games))
-        game_keys = jax.random.split(play_key, num_games)
+        a_seat = split(jnp.arange(num_games, dtype=jnp.int32) % 2)
+        states = split(jax.vmap(game.init)(split(jax.random.split(init_key, num_games))))
+        game_keys = split(jax.random.split(play_key, num_games))
 
         def cond(carry):
             states, _, t = carry
@@ -133,17 +136,22 @@ def _build_match(
         score_b = jnp.where(a_seat == 0, scores[:, 1], scores[:, 0])
         deck_empty = jax.vmap(game.cards_left)(states) == 0
         outputs = (score_a, score_b, a_seat, states.turn, ~deck_empty, states.terminated, illegal)
-        return outputs + _agent_stats(game, states, a_seat), states
+        outputs = outputs + _agent_stats(game, states, a_seat)
+        if sharding is not None:  # every process reads every game's outcome
+            whole = jax.sharding.NamedSharding(sharding.mesh, jax.sharding.PartitionSpec())
+            outputs = jax.lax.with_sharding_constraint(outputs, whole)
+        return outputs, states
 
     return jax.jit(run)
 
 
 # Compiled matches keyed by (game, act_a, act_b, num_games, max_steps, params_a is not None,
-# params_b is not None): policies are closures, so identity is the right key
-# (`bots.make_bot` returns one object per (name, game), a solver one per policy, and
-# `lcjax.cfr.solver.make_solver` one solver per (game, config)); params values are arguments
-# of the compiled function, so they are not part of the key. This cache stays: it is the
-# only one of compiled matches, and the env knows nothing of solvers.
+# params_b is not None), plus the sharding when the games are split: policies are closures,
+# so identity is the right key (`bots.make_bot` returns one object per (name, game), a
+# solver one per policy, and `lcjax.cfr.solver.make_solver` one solver per (game, config,
+# mesh)); params values are arguments of the compiled function, so they are not part of the
+# key. This cache stays: it is the only one of compiled matches, and the env knows nothing
+# of solvers.
 _MATCH_CACHE: dict[tuple, Callable] = {}
 
 
@@ -157,6 +165,7 @@ def play_games(
     *,
     params_a: Any = None,
     params_b: Any = None,
+    sharding: Any = None,
 ) -> MatchResult:
     """Play `num_games` games of A against B with alternating seats, as one jitted call.
 
@@ -172,6 +181,9 @@ def play_games(
         When given, act_x is called as act_x(params_x, key, state), with the same
         unbatched params for every game. They are arguments of the compiled match: new
         values of the same shapes and dtypes reuse it.
+      sharding: None (one device), or a `jax.sharding.NamedSharding` splitting the games'
+        leading axis over a mesh's devices (e.g. `NamedSharding(mesh, P("data"))`): the
+        match is still one program, with its games split over the devices.
 
     Returns:
       A `MatchResult` of numpy arrays, one row per game.
@@ -182,10 +194,10 @@ def play_games(
     if max_steps <= 0:
         raise ValueError(f"max_steps must be positive, got {max_steps!r}")
     flags = (params_a is not None, params_b is not None)
-    cache_key = (game, act_a, act_b, int(num_games), max_steps) + flags
+    cache_key = (game, act_a, act_b, int(num_games), max_steps) + flags + ((sharding,) if sharding is not None else ())
     fn = _MATCH_CACHE.get(cache_key)
     if fn is None:
-        fn = _MATCH_CACHE[cache_key] = _build_match(game, act_a, act_b, int(num_games), max_steps, *flags)
+        fn = _MATCH_CACHE[cache_key] = _build_match(game, act_a, act_b, int(num_games), max_steps, *flags, sharding)
     outputs, _ = fn(key, params_a, params_b)  # the final states stay on the device
     return MatchResult(*(np.asarray(x) for x in jax.device_get(outputs)))
 
