@@ -41,7 +41,6 @@ from jax.sharding import PartitionSpec as P
 
 from lcjax.cfr import traversal as tr
 from lcjax.cfr.memory import Reservoir
-from lcjax.cfr.training import train_steps
 from lcjax.cfr.traversal import trajectory as tj
 
 AXIS = "data"
