@@ -347,7 +347,7 @@ def _check_devices(metadata: dict, solver) -> None:
         )
 
 
-def _save(ckpt: Checkpointer, config: Config, run: _RunState, row: dict | None, solver=None) -> float:
+def _save(ckpt: Checkpointer, config: Config, run: _RunState, row: dict | None, solver) -> float:
     """Checkpoint `run.state` with the metadata a resume needs; returns the seconds taken."""
     t0 = time.perf_counter()
     meta = {
@@ -356,7 +356,7 @@ def _save(ckpt: Checkpointer, config: Config, run: _RunState, row: dict | None, 
         "last_eval": run.last_eval,
         "last_eval_iteration": run.last_eval_iteration,
         "memory_saved": config.memory.save_in_checkpoint,
-        "devices": 1 if solver is None else _devices(solver),
+        "devices": _devices(solver),
     }
     ckpt.save(int(run.state.iteration), run.state, metadata=meta, include_memory=config.memory.save_in_checkpoint)
     return time.perf_counter() - t0

@@ -43,7 +43,7 @@ from lcjax import config as lc_config
 from lcjax.argtypes import positive_int
 from lcjax.cfr import traversal as tr
 from lcjax.cfr.networks import NetworkSpec, init_params, make_apply, network_graphdef
-from lcjax.cfr.traversal.value import value_outputs
+from lcjax.cfr.history_value import value_spec
 
 from common import add_config_arguments, config_path_for_json, load_lost_cities_config, machine_facts, write_result
 
@@ -73,9 +73,9 @@ def traversal_call(game, spec: NetworkSpec, scheme: str, cfg, batch: int):
     params = (init_params(spec, jax.random.key(0)), init_params(spec, jax.random.key(1)))
     if scheme == "probe":
         return jax.jit(lambda trav, key: tr.probe_sampling(game, apply_fn, cfg, params, trav, 1.0, key, batch))
-    value_spec = spec._replace(in_size=game.history_size, out_size=value_outputs(game, cfg))
-    value_apply = make_apply(network_graphdef(value_spec))
-    value_params = init_params(value_spec, jax.random.key(2))
+    history_spec = value_spec(game, cfg, spec)
+    value_apply = make_apply(network_graphdef(history_spec))
+    value_params = init_params(history_spec, jax.random.key(2))
     return jax.jit(lambda trav, key: tr.value_sampling(
         game, apply_fn, cfg, params, trav, 1.0, key, batch, value_apply=value_apply, value_params=value_params))
 

@@ -28,11 +28,17 @@ from lcjax.cfr.memory import Reservoir, reservoir_init, ring_add
 from lcjax.cfr.networks import NetworkSpec, init_params, make_apply, network_graphdef
 from lcjax.cfr.samples import ValueSample
 from lcjax.cfr.training import explained_fraction, make_optimizer, train_steps, value_loss
-from lcjax.cfr.traversal import value_data
-from lcjax.cfr.traversal.value import value_outputs
+from lcjax.cfr.traversal import ValueConfig, value_data
 
 Array = jax.Array
 Params = Any
+
+
+def value_spec(game, cfg: ValueConfig, advantage_spec: NetworkSpec) -> NetworkSpec:
+    """The history-value network's architecture: the advantage networks', on the history
+    (`game.history_size` inputs), with one output per action (Q) or one (V, `value_head`)."""
+    outputs = game.num_actions if cfg.value_head == "actions" else 1
+    return advantage_spec._replace(in_size=game.history_size, out_size=outputs)
 
 
 class HistoryValue:
@@ -48,7 +54,7 @@ class HistoryValue:
         v = config.traversal.value
         self.config = v
         # The advantage networks' architecture, on the history instead of the observation.
-        self.spec = spec._replace(in_size=game.history_size, out_size=value_outputs(game, v))
+        self.spec = value_spec(game, v, spec)
         self.apply_fn = make_apply(network_graphdef(self.spec))
         clip = config.optimization.grad_clip
         self.optimizer = make_optimizer(v.value_learning_rate, clip if clip > 0 else None)

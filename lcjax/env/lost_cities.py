@@ -178,6 +178,10 @@ class LostCities:
         k = jnp.arange(self._k, dtype=jnp.int32)
         return jnp.max(jnp.where(expedition.reshape(-1, self._k), k, -1), axis=1)
 
+    def _laid_out(self, state: State) -> Array:
+        """bool[N]: cards on an expedition or a discard pile (seen by both players)."""
+        return state.expeditions[0] | state.expeditions[1] | (state.pile_pos > 0)
+
     def _pile_heights(self, pile_pos: Array) -> Array:
         """int32[C]: number of cards on each color's discard pile."""
         return jnp.max(pile_pos.reshape(-1, self._k).astype(jnp.int32), axis=1)
@@ -379,8 +383,9 @@ class LostCities:
         opp = 1 - player
         hand = self.hand(state, player)
         own_expedition = onehot.take(state.expeditions, player)
+        held = onehot.mask(hand, n).any(axis=0)
         planes = [
-            onehot.mask(hand, n).any(axis=0),
+            held,
             own_expedition,
             onehot.take(state.expeditions, opp),
             state.pile_pos.astype(jnp.float32) / self._k,
@@ -401,8 +406,7 @@ class LostCities:
             ]
         )
         slots = slot_features(r, hand, self._hand_slot_masks(hand, own_expedition)[0])
-        placed = state.expeditions[0] | state.expeditions[1] | (state.pile_pos > 0)
-        colors = color_features(r, self._face_table, planes[0] > 0, own_expedition, ~(planes[0] > 0) & ~placed)
+        colors = color_features(r, self._face_table, held, own_expedition, ~(held | self._laid_out(state)))
         return jnp.concatenate(planes + [slots, exp_scores, blocked, scalars, colors])
 
     def observe_history(self, state: State) -> Array:
@@ -416,8 +420,7 @@ class LostCities:
         expedition = onehot.take(state.expeditions, 1 - p)
         slots = slot_features(self.rules, hand, self._hand_slot_masks(hand, expedition)[0])
         in_hands = onehot.mask(state.hands.reshape(-1), self._n).any(axis=0)
-        placed = state.expeditions[0] | state.expeditions[1] | (state.pile_pos > 0) | in_hands
-        colors = color_features(self.rules, self._face_table, plane, expedition, ~placed)
+        colors = color_features(self.rules, self._face_table, plane, expedition, ~(in_hands | self._laid_out(state)))
         return jnp.concatenate([self.observe(state, p), plane.astype(jnp.float32), slots, colors])
 
     # ------------------------------------------------------------------ host-side

@@ -102,6 +102,8 @@ class BatchedGame:
         self.legal = jax.vmap(game.legal_action_mask, **lanes_last)  # bool[A, W]
         self.observe_rows = jax.vmap(game.observe, **lanes_last)  # float32[D, W]
         self.returns = jax.vmap(game.returns, **lanes_last)  # float32[2, W]
+        # Traced only by schemes that read histories (games with `observe_history`).
+        self.observe_history = jax.vmap(game.observe_history, **lanes_last)  # float32[H, W]
 
 
 def _fmix32(x: Array) -> Array:

@@ -125,11 +125,6 @@ class ValueConfig(Settings):
     value_head: str = setting("actions", Choice(VALUE_HEADS))
 
 
-def value_outputs(game, cfg: ValueConfig) -> int:
-    """Outputs of the history-value network: one per action (Q), or one (V)."""
-    return game.num_actions if cfg.value_head == "actions" else 1
-
-
 def return_scale(game, cfg: ValueConfig) -> float:
     """The divisor of returns: `cfg.return_scale`, else the game's (`protocol.return_scale`)."""
     return float(cfg.return_scale) if cfg.return_scale > 0 else protocol.return_scale(game)
@@ -268,26 +263,30 @@ def value_data(game, apply_fn, cfg: ValueConfig, params, iteration: Array, key: 
     c = lax.while_loop(more, lambda c: _data_step(s, c), carry)
     game_of = jnp.arange(n_rows) // cfg.max_records
     valid = c.rec_valid & c.finished[game_of]
-    mine = jnp.where(c.rec_player == 0, c.final[game_of, 0], c.final[game_of, 1])
-    history = history_rows(game, packer, c.rec_state)
+    mine = _of_player(c.final[game_of].T, c.rec_player)
+    recorded = packer.unpack(c.rec_state.T)
+    history = s.game.observe_history(recorded).T.astype(jnp.float32)
     if cfg.value_head == "actions":
         action = jax.nn.one_hot(c.rec_action, game.num_actions, dtype=jnp.bool_)
     else:
         # V(h): the single output is always the one trained, on the change of the return from
         # where the recorded state stands, so the immediate effect of an action is exact.
         action = jnp.ones((n_rows, 1), jnp.bool_)
-        now = jax.vmap(game.returns, in_axes=-1, out_axes=-1)(packer.unpack(c.rec_state.T))  # [2, rows]
-        mine = mine - jnp.where(c.rec_player == 0, now[0], now[1])
+        mine = mine - _of_player(s.game.returns(recorded), c.rec_player)
     target = jnp.where(valid, mine / return_scale(game, cfg), 0.0)
     t = jnp.full((n_rows,), jnp.asarray(iteration, jnp.float32))
     items = ValueSample(history, action, target, t)
     return ValueData(items, valid, jnp.sum(c.nodes), jnp.sum(c.truncated))
 
 
+def _of_player(values: Array, player: Array) -> Array:
+    """float32[N]: column n of `values` (float32[2, N]) read at row `player[n]`."""
+    return jnp.where(player == 0, values[0], values[1])
+
+
 def history_rows(game, packer: ln.Packer, packed: Array) -> Array:
     """float32[N, H]: `game.observe_history` of N packed states (int32[N, F])."""
-    states = packer.unpack(packed.T)
-    return jax.vmap(game.observe_history, in_axes=-1, out_axes=-1)(states).T.astype(jnp.float32)
+    return ln.BatchedGame(game).observe_history(packer.unpack(packed.T)).T.astype(jnp.float32)
 
 
 def history_values(value_apply, value_params, rows: Array, chunk: int = 0) -> Array:
@@ -322,7 +321,6 @@ def child_values(game, packer: ln.Packer, packed: Array, need: Array, value_appl
     count = jnp.sum(need.astype(jnp.int32))
     # Pair indices in order, padded by one chunk so that the last slice stays in bounds.
     (pair,) = jnp.nonzero(need.reshape(-1), size=n * n_act + chunk, fill_value=0)
-    history = jax.vmap(game.observe_history, in_axes=-1, out_axes=-1)
     batched = ln.BatchedGame(game)
 
     def evaluate_chunk(carry):
@@ -332,14 +330,15 @@ def child_values(game, packer: ln.Packer, packed: Array, need: Array, value_appl
         states = packer.unpack(packed[pairs // n_act].T)
         actor = states.current_player
         child = batched.step(states, (pairs % n_act).astype(jnp.int32))
-        change = value_apply(value_params, history(child).T.astype(jnp.float32)).astype(jnp.float32)[:, 0]
+        history = batched.observe_history(child).T.astype(jnp.float32)
+        change = value_apply(value_params, history).astype(jnp.float32)[:, 0]
         ret = batched.returns(child) / scale  # [2, chunk], as the child stands (final if terminal)
         mover = child.current_player
-        v = change + jnp.where(mover == 0, ret[0], ret[1])  # V of the player to act at the child
-        exact = jnp.where(actor == 0, ret[0], ret[1])
+        v = change + _of_player(ret, mover)  # V of the player to act at the child
+        exact = _of_player(ret, actor)
         value = jnp.where(child.terminated, exact, jnp.where(mover == actor, v, -v))
-        rows = jnp.where(start + jnp.arange(chunk) < count, pairs, n * n_act)  # past the end: dropped
-        return i + 1, out.at[rows].set(value, mode="drop")
+        slots = jnp.where(start + jnp.arange(chunk) < count, pairs, n * n_act)  # past the end: dropped
+        return i + 1, out.at[slots].set(value, mode="drop")
 
     out = jnp.zeros((n * n_act,), jnp.float32)
     _, out = lax.while_loop(lambda c: c[0] * chunk < count, evaluate_chunk, (jnp.int32(0), out))
