@@ -9,6 +9,11 @@ steps, continuing from the previous iteration's Q (`value_warm_start`) or from a
 network. The traversals then read regrets off the fitted Q.
 
 Targets are returns divided by the return scale, so Q and the regret samples are O(1).
+With a state head and `value_lambda` < 1 they are lambda-returns instead
+(`traversal.value.lambda_returns`), relabelled once when the games are added, with V as it
+stands before the fit: in Lost Cities one game's return carries ~100 more draws of chance
+and of both strategies, which swamps the few points that separate two sibling actions,
+and bootstrapping on V at the next recorded states cuts that variance for some of V's bias.
 The fit is reported against its noise floor: `fve/value` = 1 - loss / the loss of
 predicting zeros (the share of the targets' power Q explains; single returns are noisy, so
 even the true Q explains only part of it).
@@ -28,7 +33,7 @@ from lcjax.cfr.memory import Reservoir, reservoir_init, ring_add
 from lcjax.cfr.networks import NetworkSpec, init_params, make_apply, network_graphdef
 from lcjax.cfr.samples import ValueSample
 from lcjax.cfr.training import explained_fraction, make_optimizer, train_steps, value_loss
-from lcjax.cfr.traversal import ValueConfig, value_data
+from lcjax.cfr.traversal import ValueConfig, lambda_returns, value_data
 
 Array = jax.Array
 Params = Any
@@ -64,12 +69,19 @@ class HistoryValue:
         )
         self.collect = jit(lambda params, t, key: value_data(game, advantage_apply, v, params, t, key, v.value_games))
         self.init_memory = functools.partial(reservoir_init, v.value_capacity, example)
+        self.relabel = jit(functools.partial(self._relabel, records_per_game=v.max_records, lam=v.value_lambda))
         self.add = jit(ring_add, donate_argnums=(0,))
         self.train = jit(functools.partial(
             train_steps, apply_fn=self.apply_fn, optimizer=self.optimizer, loss_fn=value_loss,
             num_steps=v.value_steps, batch_size=v.value_batch,
         ))
         self.fresh = jax.jit(self._fresh)
+
+    def _relabel(self, value_params, data, *, records_per_game: int, lam: float) -> ValueSample:
+        """`data`'s items with lambda-return targets, bootstrapped on V = `value_params`."""
+        values = self.apply_fn(value_params, data.items.history).astype(jnp.float32)[:, 0]
+        target = lambda_returns(data.items.target, values, data.valid, data.players, records_per_game, lam)
+        return data.items._replace(target=target)
 
     def _fresh(self, key: Array):
         params = init_params(self.spec, key)
@@ -78,7 +90,8 @@ class HistoryValue:
     def lowered(self, key: Array, advantage_params, value_params, value_opt, memory: Reservoir, t: Array) -> list:
         """The lowered phases, for `DeepCFR.precompile` to compile side by side."""
         data = jax.eval_shape(self.collect, advantage_params, t, key)
-        return [
+        relabel = [self.relabel.lower(value_params, data)] if self.config.value_lambda < 1.0 else []
+        return relabel + [
             self.collect.lower(advantage_params, t, key),
             self.add.lower(memory, data.items, data.valid),
             self.train.lower(key, value_params, value_opt, memory),
@@ -95,7 +108,9 @@ class HistoryValue:
         k_data, k_init, k_train = jax.random.split(key, 3)
         t0 = time.perf_counter()
         data = jax.block_until_ready(self.collect(advantage_params, t, k_data))
-        memory = self.add(memory, data.items, data.valid)
+        # lambda < 1: the targets bootstrap on V as it is before this iteration's fit.
+        items = self.relabel(value_params, data) if self.config.value_lambda < 1.0 else data.items
+        memory = self.add(memory, items, data.valid)
         t1 = time.perf_counter()
         if not self.config.value_warm_start:
             value_params, value_opt = self.fresh(k_init)

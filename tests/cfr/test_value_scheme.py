@@ -149,3 +149,43 @@ def test_value_run_resumes_exactly(tmp_path):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
     strip = lambda rows: [{k: v for k, v in r.items() if not k.startswith("time/") and "per_second" not in k} for r in rows]  # noqa: E731
     assert strip(read_metrics(straight.run_dir)) == strip(read_metrics(tmp_path / "resumed"))
+
+
+def _lambda_returns_by_hand(u, w, lam):
+    """Player-0 lambda-returns of one game's items, backwards from the last, in numpy."""
+    g = np.zeros(len(u))
+    g[-1] = u[-1]
+    for i in range(len(u) - 2, -1, -1):
+        g[i] = (u[i] - u[i + 1]) + (1 - lam) * w[i + 1] + lam * g[i + 1]
+    return g
+
+
+@pytest.mark.parametrize("lam", [0.0, 0.6, 1.0])
+def test_lambda_returns_match_the_recursion_in_each_players_units(lam):
+    rng = np.random.default_rng(1)
+    records, games = 5, 3
+    targets = rng.normal(size=games * records).astype(np.float32)
+    values = rng.normal(size=games * records).astype(np.float32)
+    players = rng.integers(0, 2, size=games * records).astype(np.int32)
+    counts = [5, 2, 0]  # valid rows are a prefix of each game's rows
+    valid = np.concatenate([np.arange(records) < n for n in counts])
+    out = np.asarray(tr.lambda_returns(jnp.asarray(targets), jnp.asarray(values), jnp.asarray(valid), jnp.asarray(players), records, lam))
+    sign = np.where(players == 0, 1.0, -1.0)
+    for g, n in enumerate(counts):
+        rows = slice(g * records, g * records + n)
+        if n:
+            want = sign[rows] * _lambda_returns_by_hand(sign[rows] * targets[rows], sign[rows] * values[rows], lam)
+            np.testing.assert_allclose(out[rows], want, rtol=1e-5, atol=1e-5)
+        assert np.all(out[g * records + n: (g + 1) * records] == 0.0)
+    if lam == 1.0:  # the Monte Carlo targets come back unchanged
+        np.testing.assert_allclose(out, np.where(valid, targets, 0.0), atol=1e-5)
+
+
+def test_value_lambda_below_one_needs_the_state_head():
+    from lcjax.settings import ConfigError
+
+    assert tr.ValueConfig(value_lambda=0.5, value_head="state").value_lambda == 0.5
+    with pytest.raises(ConfigError, match="value_lambda.*value_head: state"):
+        tr.ValueConfig(value_lambda=0.5, value_head="actions")
+    with pytest.raises(ConfigError, match="traversal.value.value_lambda"):
+        config_from_dict({"game": "kuhn", "traversal": {"scheme": "value", "value": {"value_lambda": 0.5}}})

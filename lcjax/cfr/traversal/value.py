@@ -39,7 +39,9 @@ counterfactual regret: the sum over h in I of the opponent's and chance's reach 
 q_sigma(h, a) - v_sigma(h). The factor is a per-infoset constant that never changes across
 iterations (the sampling policy is fixed and depends only on what the traverser sees), so
 regret matching's fixed point is preserved. With a learned Q the samples carry Q's
-approximation error instead of rollout noise; that trade is what ESCHER measures.
+approximation error instead of rollout noise; that trade is what ESCHER measures. Fitting
+V on lambda-returns (`value_lambda` < 1) instead of single returns adds a bias of its own
+(V's error at the states it bootstraps on) in exchange for far less target variance.
 """
 
 from __future__ import annotations
@@ -56,7 +58,7 @@ from lcjax.cfr.traversal import lanes as ln
 from lcjax.cfr.traversal import trajectory as tj
 from lcjax.cfr.traversal.results import TraversalCounters, TraversalResult, strategy_samples
 from lcjax.env import protocol
-from lcjax.settings import Bool, Choice, Float, Int, Settings, setting
+from lcjax.settings import Bool, Choice, ConfigError, Float, Int, Settings, setting
 
 Array = jax.Array
 
@@ -95,6 +97,10 @@ class ValueConfig(Settings):
       value_steps, value_batch: Adam steps and minibatch size fitting Q each iteration.
       value_learning_rate: Adam learning rate of Q.
       value_warm_start: Q continues from the previous iteration (else it is re-initialised).
+      value_lambda: the targets of a state head are lambda-returns (`lambda_returns`):
+        1 = the game's own return (Monte Carlo); below 1, the return is mixed with V's
+        values at the game's later recorded states, which trades variance (the cards still
+        to be drawn) for V's bias. Only with `value_head: state`.
       value_head: "actions": the network is Q(h, .) with one output per action, trained on
         the action taken, and a node's values are one forward; "state": the network is a
         state value V(h) of the player to act (one output, trained on every recorded state
@@ -123,6 +129,15 @@ class ValueConfig(Settings):
     value_learning_rate: float = setting(1e-3, Float(0.0, lo_open=True))
     value_warm_start: bool = setting(True, Bool())
     value_head: str = setting("actions", Choice(VALUE_HEADS))
+    value_lambda: float = setting(1.0, Float(0.0, 1.0))
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.value_lambda < 1.0 and self.value_head != "state":
+            raise ConfigError(
+                f"value_lambda {self.value_lambda} < 1 needs value_head: state (got {self.value_head!r}); "
+                "set value_lambda: 1.0 or value_head: state", "value_lambda",
+            )
 
 
 def return_scale(game, cfg: ValueConfig) -> float:
@@ -224,12 +239,14 @@ class ValueData(NamedTuple):
       valid: bool[G * max_records], which rows are real items (recorded in a finished game).
       nodes: int32 scalar, states visited.
       truncated: int32 scalar, games cut at `max_steps`.
+      players: int32[G * max_records], the acting player of each item's state.
     """
 
     items: ValueSample
     valid: Array
     nodes: Array
     truncated: Array
+    players: Array
 
 
 def value_data(game, apply_fn, cfg: ValueConfig, params, iteration: Array, key: Array, num_games: int) -> ValueData:
@@ -276,7 +293,45 @@ def value_data(game, apply_fn, cfg: ValueConfig, params, iteration: Array, key: 
     target = jnp.where(valid, mine / return_scale(game, cfg), 0.0)
     t = jnp.full((n_rows,), jnp.asarray(iteration, jnp.float32))
     items = ValueSample(history, action, target, t)
-    return ValueData(items, valid, jnp.sum(c.nodes), jnp.sum(c.truncated))
+    return ValueData(items, valid, jnp.sum(c.nodes), jnp.sum(c.truncated), c.rec_player)
+
+
+def lambda_returns(targets: Array, values: Array, valid: Array, players: Array, records_per_game: int, lam: float) -> Array:
+    """float32[G * R]: lambda-return targets of a state head's items (`value_lambda`).
+
+    Within one game, with items in recording order (valid rows are a prefix of the game's R
+    rows), write u_i for item i's Monte Carlo target (the change of the return to the end
+    of the game) and w_i for V at its state, both in player 0's units (the games are
+    zero-sum). Then G_last = u_last and
+
+        G_i = (u_i - u_{i+1}) + (1 - lam) * w_{i+1} + lam * G_{i+1},
+
+    the score gained until the next recorded state plus a mix of V there and the return
+    after it. lam = 1 gives back u_i; lam = 0 is the one-step bootstrap to the next
+    recorded state. Returned in each item's acting player's units, 0 on invalid rows.
+
+    Args:
+      targets: float32[G * R], the items' Monte Carlo targets (acting player's units).
+      values: float32[G * R], V at the items' states (acting player's units).
+      valid: bool[G * R]; players: int32[G * R], the acting player of each item.
+      records_per_game: R (static); lam: lambda in [0, 1] (static).
+    """
+    sign = jnp.where(players == 0, 1.0, -1.0)
+    u = (sign * targets).reshape(-1, records_per_game)
+    w = (sign * values).reshape(-1, records_per_game)
+    ok = valid.reshape(-1, records_per_game)
+    shift = lambda x, fill: jnp.concatenate([x[:, 1:], jnp.full_like(x[:, :1], fill)], axis=1)  # noqa: E731
+    u_next, w_next, ok_next = shift(u, 0.0), shift(w, 0.0), shift(ok, False)
+
+    def back(g_next, xs):
+        u_i, u_n, w_n, has_next = xs
+        g = jnp.where(has_next, (u_i - u_n) + (1.0 - lam) * w_n + lam * g_next, u_i)
+        return g, g
+
+    columns = lambda x: x.T[::-1]  # noqa: E731 (scan from the last record backwards)
+    _, g = lax.scan(back, jnp.zeros(u.shape[0], u.dtype), (columns(u), columns(u_next), columns(w_next), columns(ok_next)))
+    g = g[::-1].T.reshape(-1)
+    return jnp.where(valid, sign * g, 0.0)
 
 
 def _of_player(values: Array, player: Array) -> Array:
