@@ -26,6 +26,7 @@ import matplotlib
 
 matplotlib.use("Agg")  # files only: no display needed
 import matplotlib.pyplot as plt  # noqa: E402
+import yaml  # noqa: E402
 
 PHASES = ("traversal", "memory_add", "advantage_train", "strategy_train", "evaluation", "checkpoint")
 
@@ -146,7 +147,7 @@ def _against_minutes(rows: list[dict], key: str, minutes: dict[int, float]):
     return [minutes[i] for i in x], y
 
 
-def plot_learning_curve(rows: list[dict], out: Path) -> Path:
+def plot_learning_curve(rows: list[dict], out: Path, policy: str = "policy") -> Path:
     path = out / "learning_curve.png"
     minutes = training_minutes(rows)
     keys = {k for r in rows for k in r}
@@ -160,11 +161,20 @@ def plot_learning_curve(rows: list[dict], out: Path) -> Path:
         colors: dict[str, str] = {}
         for key in sorted(k for k in keys if k.startswith("eval/") and k.endswith("/score_diff")):
             opp = key.split("/")[1]
-            (line,) = ax_s.plot(*_against_minutes(rows, key, minutes), marker=".", label=opp)
+            (line,) = ax_s.plot(*_against_minutes(rows, key, minutes), marker=".", label=f"{opp} ({policy})")
             colors[opp] = line.get_color()
+        # One color per opponent, one line style per read-off; a read-off whose series is the
+        # primary policy's (the same matches) is not drawn twice.
+        styles = iter(("--", ":", "-.", (0, (5, 1, 1, 1))))
+        style_of: dict[str, object] = {}
         for key in sorted(k for k in keys if k.startswith("readout/") and k.endswith("/score_diff")):
             _, readout, opp, _ = key.split("/")
-            ax_s.plot(*_against_minutes(rows, key, minutes), ls="--", lw=1, color=colors.get(opp), label=f"{opp} ({readout})")
+            xy = _against_minutes(rows, key, minutes)
+            if xy == _against_minutes(rows, f"eval/{opp}/score_diff", minutes):
+                continue
+            if readout not in style_of:
+                style_of[readout] = next(styles, "--")
+            ax_s.plot(*xy, ls=style_of[readout], lw=1.2, marker=".", ms=4, color=colors.get(opp), label=f"{opp} ({readout})")
         ax_s.set_ylabel("mean score difference")
         ax_s.axhline(0, color="black", lw=0.8)
     diag = sorted(k for k in keys if k.startswith("diag/") and k.endswith(("/correlation", "/argmax_agreement")))
@@ -191,7 +201,16 @@ def plot_run(run_dir: str | Path, out: str | Path | None = None) -> list[Path]:
         raise ValueError(f"{run_dir}/metrics.jsonl has no rows yet")
     out = Path(out) if out else run_dir / "plots"
     out.mkdir(parents=True, exist_ok=True)
-    return [plot_evaluation(rows, out), plot_losses(rows, out), plot_time_split(rows, out), plot_learning_curve(rows, out)]
+    return [plot_evaluation(rows, out), plot_losses(rows, out), plot_time_split(rows, out), plot_learning_curve(rows, out, _primary_policy(run_dir))]
+
+
+def _primary_policy(run_dir: Path) -> str:
+    """The run's evaluation.policy (the eval/... rows' read-off), from its config.yaml."""
+    try:
+        with open(run_dir / "config.yaml") as f:
+            return str(yaml.safe_load(f)["evaluation"]["policy"])
+    except (OSError, KeyError, TypeError, yaml.YAMLError):
+        return "policy"
 
 
 def main(argv=None) -> int:

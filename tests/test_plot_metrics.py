@@ -68,7 +68,10 @@ def test_training_minutes_add_up_all_phases():
 
 
 def test_learning_curve_plots_readouts_and_diagnostics(tmp_path, monkeypatch):
-    rows = [_row(i, **{"eval/random/score_diff": -1.0 * i, "readout/current/random/score_diff": 1.0 * i,
+    # The primary policy's own read-off (the same matches as eval/...) is not drawn twice.
+    rows = [_row(i, **{"eval/random/score_diff": -1.0 * i, "readout/average/random/score_diff": -1.0 * i,
+                       "readout/average_greedy/random/score_diff": 0.5 * i,
+                       "readout/current/random/score_diff": 1.0 * i,
                        "diag/advantage_0/correlation": 0.1 * i, "diag/advantage_1/argmax_agreement": 0.5})
             for i in range(1, 4)]
     plotted = []
@@ -80,14 +83,23 @@ def test_learning_curve_plots_readouts_and_diagnostics(tmp_path, monkeypatch):
         return fig, axes
 
     monkeypatch.setattr(plot_metrics.plt, "subplots", spy_subplots)
-    path = plot_metrics.plot_learning_curve(rows, tmp_path)
+    path = plot_metrics.plot_learning_curve(rows, tmp_path, "average")
     assert path.exists()
     ax_s, ax_d = plotted[-1]
-    labels_s = [line.get_label() for line in ax_s.get_lines()]
-    assert "random" in labels_s and "random (current)" in labels_s
+    lines_s = {line.get_label(): line for line in ax_s.get_lines() if not line.get_label().startswith("_")}
+    assert list(lines_s) == ["random (average)", "random (average_greedy)", "random (current)"]
+    # One color per opponent, one line style per read-off.
+    assert len({line.get_color() for line in lines_s.values()}) == 1
+    assert len({line.get_linestyle() for line in lines_s.values()}) == 3
     lines_d = {line.get_label(): line for line in ax_d.get_lines()}
     assert set(lines_d) == {"advantage_0/correlation", "advantage_1/argmax_agreement"}
     # x is training minutes: 3.5 s of phases per row in `_row`.
     x = lines_d["advantage_0/correlation"].get_xdata()
     np.testing.assert_allclose(x, [3.5 / 60, 7.0 / 60, 10.5 / 60])
     np.testing.assert_allclose(lines_d["advantage_0/correlation"].get_ydata(), [0.1, 0.2, 0.3])
+
+
+def test_primary_policy_is_read_from_the_run_config(tmp_path):
+    assert plot_metrics._primary_policy(tmp_path) == "policy"  # no config.yaml
+    (tmp_path / "config.yaml").write_text("evaluation:\n  policy: current\n")
+    assert plot_metrics._primary_policy(tmp_path) == "current"
