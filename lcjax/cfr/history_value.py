@@ -53,6 +53,8 @@ class HistoryValue:
       spec: Q's NetworkSpec (input: `game.history_size`; output: one value per action, or
         one state value with `value_head: state`).
       apply_fn: Q's `apply(params, history) -> float32[..., A]`.
+      relabels: whether `fit` first turns the items' targets into lambda-returns
+        (`value_lambda` < 1).
     """
 
     def __init__(self, game, config, spec: NetworkSpec, advantage_apply: Callable, jit: Callable):
@@ -70,6 +72,8 @@ class HistoryValue:
         self.collect = jit(lambda params, t, key: value_data(game, advantage_apply, v, params, t, key, v.value_games))
         self.init_memory = functools.partial(reservoir_init, v.value_capacity, example)
         self.relabel = jit(functools.partial(self._relabel, records_per_game=v.max_records, lam=v.value_lambda))
+        # lambda = 1 keeps the game's returns as targets: no relabelling to compile or run.
+        self.relabels = v.value_lambda < 1.0
         self.add = jit(ring_add, donate_argnums=(0,))
         self.train = jit(functools.partial(
             train_steps, apply_fn=self.apply_fn, optimizer=self.optimizer, loss_fn=value_loss,
@@ -90,7 +94,7 @@ class HistoryValue:
     def lowered(self, key: Array, advantage_params, value_params, value_opt, memory: Reservoir, t: Array) -> list:
         """The lowered phases, for `DeepCFR.precompile` to compile side by side."""
         data = jax.eval_shape(self.collect, advantage_params, t, key)
-        relabel = [self.relabel.lower(value_params, data)] if self.config.value_lambda < 1.0 else []
+        relabel = [self.relabel.lower(value_params, data)] if self.relabels else []
         return relabel + [
             self.collect.lower(advantage_params, t, key),
             self.add.lower(memory, data.items, data.valid),
@@ -109,7 +113,7 @@ class HistoryValue:
         t0 = time.perf_counter()
         data = jax.block_until_ready(self.collect(advantage_params, t, k_data))
         # lambda < 1: the targets bootstrap on V as it is before this iteration's fit.
-        items = self.relabel(value_params, data) if self.config.value_lambda < 1.0 else data.items
+        items = self.relabel(value_params, data) if self.relabels else data.items
         memory = self.add(memory, items, data.valid)
         t1 = time.perf_counter()
         if not self.config.value_warm_start:
