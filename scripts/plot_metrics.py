@@ -8,9 +8,10 @@ Writes into DIR (default: RUN_DIR/plots):
   losses.png       advantage and strategy losses per iteration (log scale)
   time_split.png   seconds per phase per iteration, stacked
   learning_curve.png  against training minutes (wall-clock, evaluation and checkpoints
-                   included): the mean score difference per opponent (the primary policy
-                   solid, each evaluation.readouts read-off dashed; or exploitability, for
-                   Kuhn and Leduc), and the probe diagnostics of lcjax.diagnostics (each
+                   included): the mean score difference per opponent (one color each; the
+                   primary policy of config.yaml solid, each other evaluation.readouts
+                   read-off in a line style of its own; or exploitability, for Kuhn and
+                   Leduc), and the probe diagnostics of lcjax.diagnostics (each
                    advantage network's correlation with the reference values, and its argmax
                    agreement)
 """
