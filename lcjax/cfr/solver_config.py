@@ -22,7 +22,7 @@ from lcjax.cfr.memory import MemoryConfig
 from lcjax.cfr.networks import PRECISIONS, NetworkConfig
 from lcjax.cfr.training import OptimizationConfig
 from lcjax.cfr.traversal import ExternalConfig, ProbeConfig, ValueConfig
-from lcjax.settings import Check, Choice, Float, Int, Settings, nested_paths, section, setting
+from lcjax.settings import Check, Choice, ConfigError, Float, Int, Settings, nested_paths, section, setting
 
 SCHEMES = ("external", "probe", "value")
 
@@ -72,6 +72,15 @@ class TraversalConfig(Settings):
     value: ValueConfig = section(ValueConfig)
     sampling_bot: str | None = setting(None, _OptionalName())
     sampling_bot_weight: float = setting(0.5, Float(0.0, 0.99))
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.value.traversal_prefix and self.sampling_bot is not None:
+            # The value games' prefix plays uniform, the sampling policy without a bot.
+            raise ConfigError(
+                f"traversal.value.traversal_prefix needs sampling_bot: null (got {self.sampling_bot!r})",
+                "sampling_bot",
+            )
 
     @property
     def num_chunks(self) -> int:

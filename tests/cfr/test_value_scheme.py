@@ -61,6 +61,53 @@ def test_state_head_exploring_records_are_children_of_uniform_moves():
     assert abs(np.mean(np.asarray(found) == 1) - 0.5) < 0.05
 
 
+def test_traversal_prefix_records_each_games_traverser_only():
+    """With `traversal_prefix`, game g records only player g % 2's nodes, each the child of a
+    uniform move. Both players always pass: even games record the root's children ("p" and
+    "b", about evenly); odd games record player 1's move after player 0's pass, whose pass
+    child is terminal (no item) and whose bet child "pb" is kept."""
+    never = jax.tree.map(jnp.zeros_like, PARAMS[0])
+    never["output"]["bias"] = jnp.array([5.0, -5.0])
+    cfg = tr.ValueConfig(
+        record_probability=1.0, max_records=1, max_steps=8, exploring_records=True, value_head="state",
+        traversal_prefix=True,
+    )
+    data = jax.jit(lambda k: tr.value_data(GAME, APPLY, cfg, (never, never), 1.0, k, 2048))(jax.random.key(4))
+    kinds = {}
+    for deck in GAME.all_decks():
+        root = GAME.init_from_deck(jnp.asarray(deck))
+        for name, actions in {"root": (), "p": (0,), "b": (1,), "pb": (0, 1)}.items():
+            state = root
+            for a in actions:
+                state = GAME.step(state, a)
+            kinds[np.asarray(GAME.observe_history(state)).tobytes()] = name
+    valid = np.asarray(data.valid)
+    histories = np.asarray(data.items.history)
+    found = [[kinds.get(histories[g].tobytes()) for g in range(parity, 2048, 2) if valid[g]] for parity in (0, 1)]
+    assert len(found[0]) == 1024 and set(found[0]) == {"p", "b"}
+    assert abs(np.mean(np.asarray(found[0]) == "b") - 0.5) < 0.06
+    assert 400 < len(found[1]) < 624 and set(found[1]) == {"pb"}
+    # The recorded state's player to act: player 1 after the root's move, player 0 after "pb".
+    players = np.asarray(data.players)
+    assert np.all(players[0::2][valid[0::2]] == 1) and np.all(players[1::2][valid[1::2]] == 0)
+
+
+def test_traversal_prefix_needs_one_exploring_record():
+    from lcjax.settings import ConfigError
+
+    with pytest.raises(ConfigError, match="traversal_prefix needs max_records: 1"):
+        tr.ValueConfig(traversal_prefix=True, max_records=4)
+    with pytest.raises(ConfigError, match="traversal_prefix"):
+        tr.ValueConfig(traversal_prefix=True, max_records=1, exploring_records=False)
+    with pytest.raises(ConfigError, match="traversal.sampling_bot"):
+        config_from_dict({
+            "game": "lost_cities", "traversal": {
+                "scheme": "value", "sampling_bot": "safe_heuristic",
+                "value": {"traversal_prefix": True, "max_records": 1},
+            },
+        })
+
+
 def test_state_head_items_are_the_change_from_the_return_as_it_stands():
     """Same games under both heads: the state head's target is the actions head's minus the
     acting player's return as the recorded state stands, and its action field is one True."""

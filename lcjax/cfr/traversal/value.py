@@ -92,6 +92,14 @@ class ValueConfig(Settings):
         when most nodes explore, Q learns the value of uniform play instead of the
         strategies' (on Kuhn, 0.8 of the nodes exploring locks the solver on a pure best
         response to uniform play, exploitability 1/3).
+      traversal_prefix: the value games reach their recorded states the way the traversals
+        reach the states whose children they value: in each game one player (alternating
+        between games) plays uniformly at random until its record, as the traverser's
+        sampling policy does with no `sampling_bot`, and is recorded only at its own nodes;
+        the other player and everything after the record follow the current strategies.
+        Else records are taken anywhere on the strategies' own games, and V meets the
+        traversals' states (reached by a uniform traverser) only by generalization. Needs
+        `exploring_records`, `max_records: 1` and no `sampling_bot`.
       return_scale: returns are divided by this before they become targets, so that values
         and regrets are O(1) (0 = the game's `return_scale`, or 1 if it has none).
       value_steps, value_batch: Adam steps and minibatch size fitting Q each iteration.
@@ -123,6 +131,7 @@ class ValueConfig(Settings):
     value_capacity: int = setting(65536, Int(1))
     exploration: float = setting(0.0, Float(0.0, 1.0))
     exploring_records: bool = setting(True, Bool())
+    traversal_prefix: bool = setting(False, Bool())
     return_scale: float = setting(0.0, Float(0.0))
     value_steps: int = setting(256, Int(1))
     value_batch: int = setting(512, Int(1))
@@ -133,6 +142,11 @@ class ValueConfig(Settings):
 
     def __post_init__(self):
         super().__post_init__()
+        if self.traversal_prefix and (self.max_records != 1 or not self.exploring_records):
+            raise ConfigError(
+                f"traversal_prefix needs max_records: 1 and exploring_records: true (got {self.max_records}, "
+                f"{self.exploring_records})", "traversal_prefix",
+            )
         if self.value_lambda < 1.0 and self.value_head != "state":
             raise ConfigError(
                 f"value_lambda {self.value_lambda} < 1 needs value_head: state (got {self.value_head!r}); "
@@ -191,6 +205,11 @@ def _data_step(s: _DataSetup, c: _DataCarry) -> _DataCarry:
     record = c.live & (ln.uniforms(s.seeds[2], c.moves, c.game_id) < s.cfg.record_probability)
     record = record & (c.records < per_game)
     explore = ln.uniforms(s.seeds[1], c.step, lane) < s.cfg.exploration
+    if s.cfg.traversal_prefix:
+        # Game g's "traverser" is player g % 2: uniform until its record, recorded only there.
+        own = player == c.game_id % 2
+        record = record & own
+        explore = explore | (own & (c.records == 0))
     if s.cfg.exploring_records:
         explore = explore | record
     action = jnp.where(explore, ln.uniform_columns(mask, u), ln.sample_columns(sigma, u))
