@@ -14,7 +14,10 @@ Two jitted calls per iteration:
   most `max_records` per game) as a training item for Q: the history, the action taken and
   the acting player's final return divided by `return_scale`. With `exploring_records` a
   recorded node's action is drawn uniformly from the legal ones, which gives every
-  action's value equal coverage at the price of a few off-policy moves per game.
+  action's value equal coverage at the price of a few off-policy moves per game. With
+  `traversal_prefix` one player per game plays uniformly until its one record, as the
+  traverser does on its trajectories, so that the items' states follow the distribution of
+  the states whose children the traversals value.
 * `value_sampling`: the traverser's main trajectories, exactly as `probe` runs them (the
   traverser on the fixed sampling policy, the opponent on its current strategy, recorded as
   strategy samples), except that every selected traverser node (each with probability
