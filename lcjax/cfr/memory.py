@@ -11,7 +11,9 @@ module implements that with fixed shapes so that it lives inside `jax.jit`:
   by one with Vitter's algorithm R, including when several items of the batch land in the
   same slot (the later one wins).
 * `reservoir_sample` draws a uniform minibatch (with replacement) and decodes it back to the
-  dtypes of the example item.
+  dtypes of the example item; `reservoir_sample_weighted` draws item i with probability
+  proportional to a weight w_i, from the cumulative weights `reservoir_cumulative_weights`
+  computes once for many draws.
 
 For large buffers, jit the caller with the reservoir donated (`donate_argnums`) so that XLA
 updates it in place instead of copying `capacity` items on every insert.
@@ -304,6 +306,50 @@ def reservoir_sample(key: Array, reservoir: Reservoir, batch_size: int) -> PyTre
     """
     high = jnp.maximum(reservoir.size, 1)
     index = jax.random.randint(key, (batch_size,), 0, high, dtype=jnp.int32)
+    buffers, treedef = jax.tree.flatten(reservoir.data)
+    rows = [_decode(buffer[index], dtype) for buffer, dtype in zip(buffers, reservoir.item_dtypes)]
+    return jax.tree.unflatten(treedef, rows)
+
+
+def reservoir_cumulative_weights(reservoir: Reservoir, weights: Array) -> Array:
+    """float32[capacity]: running sums of `weights` over the stored items, for
+    `reservoir_sample_weighted`.
+
+    Args:
+      reservoir: the buffer.
+      weights: float[capacity], a non-negative weight per slot (e.g. a decoded leaf of
+        `reservoir.data`); slots past `reservoir.size` count as 0.
+
+    The sums are accumulated in float32 after dividing by the largest weight, so items whose
+    weight is below about 1e-7 of the total are drawn less often than they should be; with
+    polynomial iteration weights t ** p such items carry no weight to speak of anyway.
+    """
+    stored = jnp.arange(weights.shape[0]) < reservoir.size
+    weights = jnp.where(stored, jnp.maximum(weights.astype(jnp.float32), 0.0), 0.0)
+    scale = jnp.max(weights)
+    return jnp.cumsum(weights / jnp.where(scale > 0.0, scale, 1.0))
+
+
+def reservoir_sample_weighted(key: Array, reservoir: Reservoir, cumulative: Array, batch_size: int) -> PyTree:
+    """A minibatch drawn with replacement, item i with probability w_i / sum_j w_j.
+
+    Args:
+      key: PRNG key.
+      reservoir: the buffer.
+      cumulative: float32[capacity], `reservoir_cumulative_weights(reservoir, w)`.
+      batch_size: static int, number of items drawn.
+
+    Returns:
+      pytree like one item (as `reservoir_sample`). When every weight is 0 (e.g. an empty
+      reservoir) the draws fall back to uniform over the stored items.
+    """
+    total = cumulative[-1]
+    u = jax.random.uniform(key, (batch_size,), jnp.float32) * total
+    # The first slot whose running sum exceeds u; zero-weight slots are never picked.
+    weighted = jnp.searchsorted(cumulative, u, side="right").astype(jnp.int32)
+    high = jnp.maximum(reservoir.size, 1)
+    uniform = jax.random.randint(key, (batch_size,), 0, high, dtype=jnp.int32)
+    index = jnp.where(total > 0.0, jnp.minimum(weighted, high - 1), uniform)
     buffers, treedef = jax.tree.flatten(reservoir.data)
     rows = [_decode(buffer[index], dtype) for buffer, dtype in zip(buffers, reservoir.item_dtypes)]
     return jax.tree.unflatten(treedef, rows)

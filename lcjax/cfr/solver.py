@@ -128,7 +128,7 @@ class _Phases:
         strategy_optimizer = make_optimizer(phase_schedule(strategy_lr, c.lr_schedule, c.strategy_steps), clip)
         self.jit = jit = functools.partial(jax.jit, compiler_options=fast_compile_options() if c.fast_compile else None)
         # The phases' plain functions (`lcjax.cfr.mesh` shards these), then their programs.
-        train = functools.partial(train_steps, apply_fn=self.apply_fn)
+        train = functools.partial(train_steps, apply_fn=self.apply_fn, draw_by_weight=c.draw_by_weight)
         self.train_advantage_fn = functools.partial(
             train, optimizer=self.optimizer, loss_fn=advantage_loss, num_steps=c.advantage_steps, batch_size=c.advantage_batch
         )
@@ -297,7 +297,8 @@ class DeepCFR:
         strategy network); `fve/advantage_<p>`, the share of the regret targets' power the
         fit explains (1 - loss / the loss of predicting zeros). Scheme "value" adds
         `loss/value`, `fve/value`, `nonfinite/value`, `value/*` and `time/value_*_seconds`
-        (see `lcjax.cfr.history_value`).
+        (see `lcjax.cfr.history_value`); with `fit_each_player` the times, `value/nodes` and
+        `value/truncated` add up both fits, the others are the second fit's.
         """
         t_start = time.perf_counter()
         compile_seconds = self.precompile(state)
@@ -311,12 +312,18 @@ class DeepCFR:
         strat_memory = state.strategy_memory
         metrics: dict[str, float] = {}
         value_params, value_opt, value_memory = state.value_params, state.value_opt, state.value_memory
-        if self._phases.history_value is not None:  # Q of the current strategies, before traversing
-            value_params, value_opt, value_memory, value_metrics = self._phases.history_value.fit(
-                keys[5], state.advantage_params, value_params, value_opt, value_memory, t_next
-            )
-            metrics.update(value_metrics)
+        history_value = self._phases.history_value
         for player in (0, 1):
+            # Q of the current strategies, before traversing; with `fit_each_player` again
+            # before player 1's traversal, whose opponent has just changed its strategy.
+            if history_value is not None and (player == 0 or self.config.traversal.value.fit_each_player):
+                k_value = keys[5] if player == 0 else jax.random.fold_in(keys[5], 1)
+                value_params, value_opt, value_memory, value_metrics = history_value.fit(
+                    k_value, tuple(adv_params), value_params, value_opt, value_memory, t_next
+                )
+                for name in ("time/value_data_seconds", "time/value_train_seconds", "value/nodes", "value/truncated"):
+                    value_metrics[name] += metrics.get(name, 0)
+                metrics.update(value_metrics)
             adv_memory[player], strat_memory = self._collect_samples(
                 tuple(adv_params), value_params, player, t_next, chunk_keys[player], adv_memory[player], strat_memory,
                 timing, totals,

@@ -10,9 +10,11 @@ import pytest
 from lcjax.cfr.memory import (
     Reservoir,
     reservoir_add,
+    reservoir_cumulative_weights,
     reservoir_draws,
     reservoir_init,
     reservoir_sample,
+    reservoir_sample_weighted,
     ring_add,
 )
 from lcjax.cfr.samples import AdvantageSample
@@ -220,6 +222,47 @@ def test_sample_is_uniform_over_stored_items():
     counts = np.bincount(draws, minlength=11)[1:]
     # Each count ~ Binomial(1e5, 0.1): std ~= 95; allow 5 std.
     assert np.max(np.abs(counts - 10_000)) < 5 * np.sqrt(100_000 * 0.1 * 0.9)
+
+
+@jax.jit
+def _weighted_draws(key, reservoir, weights):
+    cumulative = reservoir_cumulative_weights(reservoir, weights)
+    return reservoir_sample_weighted(key, reservoir, cumulative, 100_000)
+
+
+def test_weighted_sample_draws_in_proportion_to_the_weights():
+    # Ten items stored in a buffer of 32; slots past the size hold large weights that must
+    # count as 0, and item 3 has weight 0.
+    reservoir = reservoir_init(32, jnp.zeros((), jnp.int32))
+    reservoir = reservoir.replace(
+        data=reservoir.data.at[:10].set(jnp.arange(1, 11)), size=jnp.int32(10), seen=jnp.int32(10)
+    )
+    weights = np.full(32, 1000.0, np.float32)
+    weights[:10] = np.arange(1, 11) ** 2
+    weights[2] = 0.0
+    draws = np.asarray(_weighted_draws(jax.random.key(2), reservoir, jnp.asarray(weights)))
+    assert draws.min() >= 1 and draws.max() <= 10
+    counts = np.bincount(draws, minlength=11)[1:]
+    assert counts[2] == 0
+    p = weights[:10] / weights[:10].sum()
+    # Each count ~ Binomial(1e5, p_i); allow 5 std.
+    assert np.all(np.abs(counts - 100_000 * p) < 5 * np.sqrt(100_000 * p * (1 - p)) + 1)
+
+
+def test_weighted_sample_without_weight_is_uniform_over_stored_items():
+    reservoir = reservoir_init(32, jnp.zeros((), jnp.int32))
+    reservoir = reservoir.replace(
+        data=reservoir.data.at[:10].set(jnp.arange(1, 11)), size=jnp.int32(10), seen=jnp.int32(10)
+    )
+    weights = np.zeros(32, np.float32)
+    weights[10:] = 5.0  # past the size: ignored
+    draws = np.asarray(_weighted_draws(jax.random.key(3), reservoir, jnp.asarray(weights)))
+    counts = np.bincount(draws, minlength=11)[1:]
+    assert draws.min() == 1 and draws.max() == 10
+    assert np.max(np.abs(counts - 10_000)) < 5 * np.sqrt(100_000 * 0.1 * 0.9)
+    # An empty reservoir yields slot 0's zero fill, as reservoir_sample does.
+    empty = reservoir_init(32, jnp.zeros((), jnp.int32))
+    assert not np.asarray(_weighted_draws(jax.random.key(4), empty, jnp.ones(32))).any()
 
 
 @jax.jit

@@ -59,6 +59,10 @@ STRATEGY_TRAIN = make_train_fn(
     apply_fn=APPLY, optimizer=OPTIMIZER, loss_fn=strategy_loss,
     num_steps=NUM_STEPS, batch_size=BATCH,
 )
+STRATEGY_TRAIN_BY_WEIGHT = make_train_fn(
+    apply_fn=APPLY, optimizer=OPTIMIZER, loss_fn=strategy_loss,
+    num_steps=NUM_STEPS, batch_size=BATCH, draw_by_weight=True,
+)
 
 
 def _host_params(seed):
@@ -254,9 +258,11 @@ def test_no_retrace_on_second_call():
 
 
 
-def test_strategy_training_moves_towards_weighted_target():
+@pytest.mark.parametrize("draw_by_weight", [False, True])
+def test_strategy_training_moves_towards_weighted_target(draw_by_weight):
     # One information state; half the samples played A at iteration 1, half played B at
-    # iteration 3. The Linear-CFR average strategy is (1*A + 3*B) / 4.
+    # iteration 3. The Linear-CFR average strategy is (1*A + 3*B) / 4, whether the
+    # minibatches are uniform and weighted in the loss or drawn by weight.
     mask = np.array([True, True, False, True])
     target_a = np.array([0.6, 0.1, 0.0, 0.3], np.float32)
     target_b = np.array([0.2, 0.5, 0.0, 0.3], np.float32)
@@ -277,7 +283,8 @@ def test_strategy_training_moves_towards_weighted_target():
     before = np.asarray(policy(params))
     reservoir = _full_reservoir(samples)
     opt_state = OPTIMIZER.init(params)
-    params, _, metrics = STRATEGY_TRAIN(jax.random.key(7), params, opt_state, reservoir)
+    train = STRATEGY_TRAIN_BY_WEIGHT if draw_by_weight else STRATEGY_TRAIN
+    params, _, metrics = train(jax.random.key(7), params, opt_state, reservoir)
     after = np.asarray(policy(params))
     assert int(metrics.nonfinite_steps) == 0
     assert after[2] == 0.0  # illegal action

@@ -169,7 +169,8 @@ def test_kuhn_value_scheme_learns():
 
 def test_value_run_resumes_exactly(tmp_path):
     """The value network, its optimizer and its memory are checkpointed: a resumed run
-    continues exactly as one that never stopped."""
+    continues exactly as one that never stopped. With `fit_each_player`, Q is fitted on new
+    games before each player's traversals."""
     tiny = {
         "game": "kuhn",
         "run": {"name": "value", "seed": 1, "max_iterations": 4},
@@ -178,7 +179,7 @@ def test_value_run_resumes_exactly(tmp_path):
             "scheme": "value", "traversals_per_player": 16, "traversal_batch": 16,
             "value": {"max_samples": 2, "max_strategy": 2, "max_steps": 4, "value_games": 16,
                       "record_probability": 0.5, "max_records": 1, "value_capacity": 64,
-                      "value_steps": 4, "value_batch": 8},
+                      "value_steps": 4, "value_batch": 8, "fit_each_player": True},
         },
         "optimization": {"advantage_steps": 4, "advantage_batch": 16, "strategy_steps": 4, "strategy_batch": 16},
         "memory": {"advantage_capacity": 128, "strategy_capacity": 128},
@@ -195,7 +196,12 @@ def test_value_run_resumes_exactly(tmp_path):
             x, y = jax.random.key_data(x), jax.random.key_data(y)
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
     strip = lambda rows: [{k: v for k, v in r.items() if not k.startswith("time/") and "per_second" not in k} for r in rows]  # noqa: E731
-    assert strip(read_metrics(straight.run_dir)) == strip(read_metrics(tmp_path / "resumed"))
+    rows = read_metrics(straight.run_dir)
+    assert strip(rows) == strip(read_metrics(tmp_path / "resumed"))
+    # Two fits in iteration 1: the memory holds both fits' items, `value/items` counts the
+    # last fit's only (a single fit would leave them equal).
+    first = next(r for r in rows if r.get("iteration") == 1 and "memory/value" in r)
+    assert 0 < first["value/items"] < first["memory/value"] <= 2 * 16
 
 
 def _lambda_returns_by_hand(u, w, lam):

@@ -108,6 +108,11 @@ class ValueConfig(Settings):
       value_steps, value_batch: Adam steps and minibatch size fitting Q each iteration.
       value_learning_rate: Adam learning rate of Q.
       value_warm_start: Q continues from the previous iteration (else it is re-initialised).
+      fit_each_player: fit Q (new games, `value_steps` more steps) before each player's
+        traversals, not only once per iteration: player 1's traversals meet player 0's
+        strategy as just updated by its advantage phase, and Q fitted before that update
+        values their continuations under the old one (regrets of a mix of two iterations).
+        Doubles the value phase's cost.
       value_lambda: the targets of a state head are lambda-returns (`lambda_returns`):
         1 = the game's own return (Monte Carlo); below 1, the return is mixed with V's
         values at the game's later recorded states, which trades variance (the cards still
@@ -140,6 +145,7 @@ class ValueConfig(Settings):
     value_batch: int = setting(512, Int(1))
     value_learning_rate: float = setting(1e-3, Float(0.0, lo_open=True))
     value_warm_start: bool = setting(True, Bool())
+    fit_each_player: bool = setting(False, Bool())
     value_head: str = setting("actions", Choice(VALUE_HEADS))
     value_lambda: float = setting(1.0, Float(0.0, 1.0))
 
