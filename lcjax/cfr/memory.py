@@ -320,9 +320,10 @@ def reservoir_cumulative_weights(reservoir: Reservoir, weights: Array) -> Array:
       weights: float[capacity], a non-negative weight per slot (e.g. a decoded leaf of
         `reservoir.data`); slots past `reservoir.size` count as 0.
 
-    The sums are accumulated in float32 after dividing by the largest weight, so items whose
-    weight is below about 1e-7 of the total are drawn less often than they should be; with
-    polynomial iteration weights t ** p such items carry no weight to speak of anyway.
+    The sums are float32, after dividing by the largest weight. Rounding shifts up to about
+    1e-7 x the total weight between neighbouring slots: a single item far lighter than that
+    may be drawn too often or too rarely, but any run of slots keeps its total share to that
+    precision, and no slot of weight 0 (or past the size) is ever drawn.
     """
     stored = jnp.arange(weights.shape[0]) < reservoir.size
     weights = jnp.where(stored, jnp.maximum(weights.astype(jnp.float32), 0.0), 0.0)
