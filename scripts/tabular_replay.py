@@ -44,7 +44,11 @@ GAMES = {"kuhn": KuhnPoker, "leduc": LeducPoker}
 
 
 def regret_matching(regrets: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """float64[I, A]: positive regrets normalized; all best actions where none is positive."""
+    """float64[I, A]: positive regrets normalized; all best actions where none is positive.
+
+    The rule of `lcjax.cfr.regret.regret_matching`, in float64 numpy: that one computes in
+    float32, whose rounding would change which actions the replay samples.
+    """
     positive = np.where(mask, np.maximum(regrets, 0.0), 0.0)
     total = positive.sum(-1, keepdims=True)
     legal = np.where(mask, regrets, -np.inf)

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 import tabular_replay
 
+from lcjax.cfr.regret import regret_matching as solver_regret_matching
+
 
 def test_regret_matching_matches_the_solver_rule():
     mask = np.array([[True, True, True], [True, False, True], [True, True, False]])
@@ -17,6 +19,12 @@ def test_regret_matching_matches_the_solver_rule():
     # No positive legal regret: the legal maxima share the mass (illegal entries never count).
     np.testing.assert_allclose(probs[1], [0.5, 0.0, 0.5])
     np.testing.assert_allclose(probs[2], [0.0, 1.0, 0.0])
+    rng = np.random.default_rng(0)
+    regrets = np.round(rng.normal(size=(64, 3)), 1)  # rounded: ties in the fallback happen
+    mask = rng.random((64, 3)) < 0.7
+    mask[:, 0] = True
+    expected = np.asarray(solver_regret_matching(regrets, mask))
+    np.testing.assert_allclose(tabular_replay.regret_matching(regrets, mask), expected, atol=1e-6)
 
 
 def test_full_width_alternating_replay_is_tabular_cfr(tmp_path):

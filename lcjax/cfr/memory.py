@@ -306,6 +306,11 @@ def reservoir_sample(key: Array, reservoir: Reservoir, batch_size: int) -> PyTre
     """
     high = jnp.maximum(reservoir.size, 1)
     index = jax.random.randint(key, (batch_size,), 0, high, dtype=jnp.int32)
+    return _gather(reservoir, index)
+
+
+def _gather(reservoir: Reservoir, index: Array) -> PyTree:
+    """The items in slots `index` (int32[B]), decoded to the example's dtypes."""
     buffers, treedef = jax.tree.flatten(reservoir.data)
     rows = [_decode(buffer[index], dtype) for buffer, dtype in zip(buffers, reservoir.item_dtypes)]
     return jax.tree.unflatten(treedef, rows)
@@ -351,6 +356,4 @@ def reservoir_sample_weighted(key: Array, reservoir: Reservoir, cumulative: Arra
     high = jnp.maximum(reservoir.size, 1)
     uniform = jax.random.randint(key, (batch_size,), 0, high, dtype=jnp.int32)
     index = jnp.where(total > 0.0, jnp.minimum(weighted, high - 1), uniform)
-    buffers, treedef = jax.tree.flatten(reservoir.data)
-    rows = [_decode(buffer[index], dtype) for buffer, dtype in zip(buffers, reservoir.item_dtypes)]
-    return jax.tree.unflatten(treedef, rows)
+    return _gather(reservoir, index)
