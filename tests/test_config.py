@@ -517,3 +517,11 @@ def test_readouts_accept_a_comma_list_and_default_on_poker():
     assert cfg.evaluation.readouts == ("current_greedy", "average")
     kuhn = C.load_config(CONFIG_DIR / "kuhn.yaml")
     assert kuhn.evaluation.diagnostic_states == 0 and "average_greedy" in kuhn.evaluation.readouts
+
+
+def test_hidden_average_needs_a_game_with_hidden_alternatives():
+    err = _error(C.load_config, CONFIG_DIR / "default.yaml", ["traversal.value.hidden_average=true"])
+    assert err.key == "traversal.value.hidden_average"
+    assert "'lost_cities'" in str(err) and "kuhn" in str(err) and "leduc" in str(err)
+    cfg = C.load_config(CONFIG_DIR / "leduc.yaml", ["traversal.value.hidden_average=true"])
+    assert cfg.traversal.value.hidden_average

@@ -4,8 +4,12 @@
 step, what the rest of lcjax relies on: fixed dtypes and shapes, a non-empty legal mask
 until the end and an empty one after, a no-op `step` on terminated states, finite
 observations of the declared size for both players, a finite history of the declared
-size (`observe_history`, terminated states included), and zero-sum returns. It raises
-`AssertionError` naming the first broken property.
+size (`observe_history`, terminated states included), and zero-sum returns. A game with
+the optional `hidden_alternatives` is also checked, at every step and for both players:
+a non-negative float32[num_alternatives] prior that sums to 1, alternatives with the
+state's fields behind a leading num_alternatives axis, and each possible one (prior > 0)
+observed by the player exactly as the state is. It raises `AssertionError` naming the
+first broken property.
 """
 
 from __future__ import annotations
@@ -53,7 +57,49 @@ def _check_shapes(game: Game, single, num_games: int, seed: int):
             "legal mask must be bool[A], observe float32[D], observe_history float32[E], "
             f"returns float32[2]: {err}"
         ) from err
+    if hasattr(game, "hidden_alternatives"):
+        _check_alternative_shapes(game, single, states, num_games)
     return states
+
+
+def _check_alternative_shapes(game: Game, single, states, num_games: int) -> None:
+    """`hidden_alternatives`: prior float32[K], the state's leaves behind a leading K axis."""
+    k = game.num_alternatives
+    # Shapes only: traced, not compiled or run.
+    players = jnp.zeros(num_games, jnp.int32)
+    alts, prior = jax.eval_shape(jax.vmap(game.hidden_alternatives), states, players)
+    expected = jax.tree_util.tree_map(
+        lambda x: jax.ShapeDtypeStruct((num_games, k) + x.shape, x.dtype), single
+    )
+    try:
+        chex.assert_shape(prior, (num_games, k))
+        chex.assert_type(prior, jnp.float32)
+        chex.assert_trees_all_equal_shapes_and_dtypes(alts, expected)
+    except (AssertionError, ValueError) as err:
+        raise AssertionError(
+            "hidden_alternatives must return (states whose leaves have a leading axis of "
+            f"num_alternatives = {k} and otherwise the state's shapes and dtypes, prior "
+            f"float32[num_alternatives]): {err}"
+        ) from err
+
+
+def _alternative_flags(game: Game, num_games: int, state) -> dict:
+    """{property: bool scalar over the batch} of `hidden_alternatives`, for both players."""
+    sums_to_one = indistinguishable = jnp.bool_(True)
+    for player in (0, 1):
+        players = jnp.full(num_games, player, jnp.int32)
+        alts, prior = jax.vmap(game.hidden_alternatives)(state, players)
+        obs = jax.vmap(game.observe)(state, players)  # [N, D]
+        # Each alternative k as `player` sees it: [N, K, D].
+        alt_obs = jax.vmap(jax.vmap(game.observe, in_axes=(0, None)))(alts, players)
+        same = jnp.all(alt_obs == obs[:, None], axis=-1)
+        sums_to_one &= jnp.all(prior >= 0) & jnp.all(jnp.abs(prior.sum(-1) - 1.0) <= 1e-5)
+        indistinguishable &= jnp.all((prior <= 0) | same)
+    return {
+        "hidden_alternatives: prior is non-negative and sums to 1": sums_to_one,
+        "hidden_alternatives: observe(alternative, player) == observe(state, player) "
+        "wherever prior > 0": indistinguishable,
+    }
 
 
 def _step_checks(game: Game, num_games: int, state, key):
@@ -80,6 +126,8 @@ def _step_checks(game: Game, num_games: int, state, key):
         "returns are zero-sum": jnp.all(jnp.abs(rets.sum(-1)) < 1e-5),
         "current player is 0 or 1": jnp.all(live | (state.current_player == 0) | (state.current_player == 1)),
     }
+    if hasattr(game, "hidden_alternatives"):
+        flags.update(_alternative_flags(game, num_games, state))
     return nxt, flags
 
 

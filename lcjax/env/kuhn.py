@@ -72,6 +72,7 @@ class KuhnPoker:
       num_players: 2.
       return_scale: 2.0, the largest win (ante plus bet).
       deck_size: 3, the length of the deck `init` shuffles.
+      num_alternatives: 3, the size of `hidden_alternatives`' leading axis (one per card).
 
     An illegal action (outside {0, 1}) or any action on a terminated state leaves the state
     unchanged, so `step` never raises under `jit`.
@@ -82,6 +83,7 @@ class KuhnPoker:
     history_size: int = 11 + NUM_CARDS
     num_players: int = 2
     return_scale: float = 2.0
+    num_alternatives: int = NUM_CARDS
 
     # Instances hold no data, so every instance is the same game: caches keyed on games
     # (`lcjax.cfr.solver.make_solver`, the arena's compiled matches) treat them as one.
@@ -174,6 +176,28 @@ class KuhnPoker:
         p = state.current_player
         opponent_card = onehot.mask(onehot.take(state.cards, 1 - p), NUM_CARDS)
         return jnp.concatenate([self.observe(state, p), opponent_card.astype(jnp.float32)])
+
+    def hidden_alternatives(self, state: KuhnState, player: Array) -> tuple[KuhnState, Array]:
+        """The histories `player` cannot tell from `state`: alternative k gives the opponent card k.
+
+        Meant for states still in play: on a terminated state the alternatives keep its
+        payoffs. Returns (states, prior): `state` with the opponent's card replaced by k, every leaf
+        with a leading axis of 3 (k = the card id), and float32[3], the chance probability
+        of each card given `player`'s own (1/2 for the two other cards, 0 for its own; that
+        alternative is `state` unchanged).
+        """
+        player = jnp.asarray(player, dtype=jnp.int32)
+        opponent = 1 - player
+        own = onehot.take(state.cards, player)
+        cards = jnp.arange(NUM_CARDS, dtype=jnp.int32)
+        possible = cards != own
+        # A batch of states differing only in the opponent's card (itself where impossible).
+        alt_cards = jnp.where(
+            possible[:, None] & onehot.mask(opponent, 2)[None, :], cards[:, None], state.cards[None, :]
+        )
+        states = jax.tree.map(lambda x: jnp.broadcast_to(x, (NUM_CARDS,) + jnp.shape(x)), state)
+        prior = possible.astype(jnp.float32) / (NUM_CARDS - 1)
+        return states._replace(cards=alt_cards), prior
 
     def returns(self, state: KuhnState) -> Array:
         """float32[2]: chips won by each player; zeros before the end."""

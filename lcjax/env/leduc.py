@@ -100,6 +100,7 @@ class LeducPoker:
       num_players: 2.
       return_scale: 13.0, the largest pot a player can win (1 ante + 2 + 2 + 4 + 4).
       deck_size: 6, the length of the deck `init` shuffles.
+      num_alternatives: 6, the size of `hidden_alternatives`' leading axis (one per card).
 
     An illegal action (fold when not facing a bet, a third raise in a round, an id outside
     {0, 1, 2}) or any action on a terminated state leaves the state unchanged, so `step`
@@ -111,6 +112,7 @@ class LeducPoker:
     history_size: int = 30 + NUM_CARDS
     num_players: int = 2
     return_scale: float = 13.0
+    num_alternatives: int = NUM_CARDS
 
     # Instances hold no data, so every instance is the same game: caches keyed on games
     # (`lcjax.cfr.solver.make_solver`, the arena's compiled matches) treat them as one.
@@ -238,6 +240,31 @@ class LeducPoker:
         p = state.current_player
         opponent_card = onehot.mask(onehot.take(state.private_cards, 1 - p), NUM_CARDS)
         return jnp.concatenate([self.observe(state, p), opponent_card.astype(jnp.float32)])
+
+    def hidden_alternatives(self, state: LeducState, player: Array) -> tuple[LeducState, Array]:
+        """The histories `player` cannot tell from `state`: alternative k gives the opponent card k.
+
+        Meant for states still in play: on a terminated state the alternatives keep its
+        payoffs. Returns (states, prior): every leaf with a leading axis of 6 (k = the card id), and
+        float32[6], the chance probability of each card given what `player` has seen: uniform
+        over the cards other than its own and, once revealed, the public card; 0 for those
+        (such an alternative is `state` unchanged). Before the reveal, the alternative that
+        gives the opponent the undealt public card swaps the two, so the public card to come
+        is still a uniform draw from the rest of the deck given the alternative's cards.
+        """
+        player = jnp.asarray(player, dtype=jnp.int32)
+        opponent = 1 - player
+        own = onehot.take(state.private_cards, player)
+        actual = onehot.take(state.private_cards, opponent)
+        cards = jnp.arange(NUM_CARDS, dtype=jnp.int32)
+        revealed = state.round == 1
+        possible = (cards != own) & ~(revealed & (cards == state.public_card))
+        take = possible[:, None] & onehot.mask(opponent, 2)[None, :]
+        private = jnp.where(take, cards[:, None], state.private_cards[None, :])
+        public = jnp.where(possible & (cards == state.public_card), actual, state.public_card)
+        states = jax.tree.map(lambda x: jnp.broadcast_to(x, (NUM_CARDS,) + jnp.shape(x)), state)
+        prior = possible.astype(jnp.float32) / jnp.sum(possible.astype(jnp.float32))
+        return states._replace(private_cards=private, public_card=public), prior
 
     def returns(self, state: LeducState) -> Array:
         """float32[2]: chips won by each player; zeros before the end."""

@@ -11,7 +11,12 @@ equal select_probability * pi_b(I) * r_cf(I) within 5 standard errors:
 * `value` is unbiased when Q is the exact history value, here an oracle network that looks
   the exact q(h, a) up by the history's features;
 * `value` with `value_head: state` is unbiased when V is the exact state value of the
-  player to act (an oracle likewise), read off every child h.a.
+  player to act (an oracle likewise), read off every child h.a;
+* `value` with `hidden_average` (and a state head) is unbiased likewise: each sample is
+  the posterior mean over the opponent's possible cards, so the mean sum is the same and
+  only the spread between the opponent's hands is gone (checked on Kuhn, where a Kuhn
+  information set fixes the whole action history, so its samples become one number; the
+  Leduc alternatives' posterior is checked exactly in tests/env/test_alternatives.py).
 """
 
 from __future__ import annotations
@@ -168,9 +173,10 @@ def run_scheme(scheme: str, s: Setting, traverser: int, tables, num_traversals: 
         return cfg.branch_probability, jax.jit(fn, static_argnums=(0, 1, 2, 7))(
             game, s.apply, cfg, s.params, jnp.int32(traverser), 1.0, jax.random.key(11 + traverser), num_traversals
         )
-    head = "state" if scheme == "value_state" else "actions"
+    head = "actions" if scheme == "value" else "state"
     cfg = tr.ValueConfig(sample_probability=select, max_samples=depth, max_strategy=depth, max_steps=12, value_head=head,
         return_scale=1.0,  # the oracle tables are in raw chips
+        hidden_average=scheme == "value_hidden",
     )
     value_apply, value_params = oracle_value(tables[head == "state"], game.history_size)
     fn = functools.partial(tr.value_sampling, value_apply=value_apply, sampling=sampling)
@@ -178,17 +184,46 @@ def run_scheme(scheme: str, s: Setting, traverser: int, tables, num_traversals: 
     return cfg.sample_probability, run(s.params, jnp.int32(traverser), jax.random.key(11 + traverser), value_params)
 
 
-@pytest.mark.parametrize("traverser", [0, 1])
-@pytest.mark.parametrize("scheme", ["probe", "value", "value_state"])
-@pytest.mark.parametrize("name", ["kuhn", "leduc"])
-def test_expected_regret_sum_is_sampling_reach_times_counterfactual_regret(name, scheme, traverser):
+def sample_spread(result, keys: list[bytes], num_actions: int) -> np.ndarray:
+    """float64[I, A]: the standard deviation of the single regret samples of each infoset."""
+    obs = np.asarray(result.advantage.observation)
+    regret = np.asarray(result.advantage.regret, np.float64)
+    valid = np.asarray(result.advantage_valid)
+    index = {k: i for i, k in enumerate(keys)}
+    rows = np.flatnonzero(valid)
+    which = np.array([index[obs[row].tobytes()] for row in rows])
+    spread = np.zeros((len(keys), num_actions))
+    for i in np.unique(which):
+        spread[i] = regret[rows[which == i]].std(0)
+    return spread
+
+
+@functools.lru_cache(maxsize=None)
+def scheme_means(name: str, scheme: str, traverser: int):
+    """(select_probability, mean, standard error, counts, spread) of one run: `sample_means`
+    and `sample_spread`."""
     s = setting(name)
     regrets, q_table, v_table = exact(name, traverser)
-    keys = list(regrets)
     b = 20_000 if name == "kuhn" else 50_000
     select, result = run_scheme(scheme, s, traverser, (q_table, v_table), b)
     assert int(result.counters.dropped_samples) == 0 and int(result.counters.truncated) == 0
-    mean, se, counts = sample_means(result, b, keys, s.game.num_actions)
+    keys = list(regrets)
+    return (select, *sample_means(result, b, keys, s.game.num_actions), sample_spread(result, keys, s.game.num_actions))
+
+
+# (game, scheme): hidden averaging is checked on Kuhn only (on Leduc it would take minutes:
+# six alternatives of every history through the oracle table).
+CASES = [(name, scheme) for name in ("kuhn", "leduc") for scheme in ("probe", "value", "value_state")]
+CASES.append(("kuhn", "value_hidden"))
+
+
+@pytest.mark.parametrize("traverser", [0, 1])
+@pytest.mark.parametrize("name,scheme", CASES)
+def test_expected_regret_sum_is_sampling_reach_times_counterfactual_regret(name, scheme, traverser):
+    s = setting(name)
+    regrets, _, _ = exact(name, traverser)
+    keys = list(regrets)
+    select, mean, se, counts, _ = scheme_means(name, scheme, traverser)
     # Rare infosets (a few samples, or none) have no usable standard error.
     checked = counts >= 30
     assert checked.mean() > 0.3, checked.mean()
@@ -209,3 +244,20 @@ def test_expected_regret_sum_is_sampling_reach_times_counterfactual_regret(name,
     # The sampling policy reaches infosets far from uniformly (where the traverser has a
     # decision before them: Kuhn's second player decides once per game).
     assert shift > 0.1 or all(entry[2] == 1.0 for entry in regrets.values())
+
+
+
+@pytest.mark.parametrize("traverser", [0, 1])
+def test_hidden_average_removes_the_spread_between_opponent_hands(traverser):
+    """Same traversals, same oracle V: on Kuhn an information set fixes the action history,
+    so the posterior over the opponent's card is fixed too, and every sample of an
+    information set is the same number. The plain samples of player 0's sets differ with
+    the opponent's card; player 1's do not here, because player 0's fixed strategies are
+    pure, so that its one action already tells its card."""
+    _, _, _, counts, plain = scheme_means("kuhn", "value_state", traverser)
+    _, _, _, _, hidden = scheme_means("kuhn", "value_hidden", traverser)
+    seen = counts >= 2
+    assert seen.sum() >= 5
+    if traverser == 0:
+        assert np.max(plain[seen]) > 0.3, plain[seen]
+    assert np.max(hidden[seen]) < 1e-5, hidden[seen]

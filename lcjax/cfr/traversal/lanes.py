@@ -104,6 +104,9 @@ class BatchedGame:
         self.returns = jax.vmap(game.returns, **lanes_last)  # float32[2, W]
         # Traced only by schemes that read histories (games with `observe_history`).
         self.observe_history = jax.vmap(game.observe_history, **lanes_last)  # float32[H, W]
+        # Games with `hidden_alternatives` only: states [K, ..., W] and prior float32[K, W].
+        if hasattr(game, "hidden_alternatives"):
+            self.alternatives = jax.vmap(game.hidden_alternatives, **lanes_last)
 
 
 def _fmix32(x: Array) -> Array:

@@ -36,6 +36,8 @@ def traversal_fn(game, apply_fn, t, value_apply=None):
     if t.scheme == "external":
         return lambda params, value_params, player, it, key: external_sampling(game, apply_fn, t.external, params, player, it, key, b)
     sampling = sampling_policy(game, t)
+    if t.scheme == "value" and t.value.hidden_average and not hasattr(game, "hidden_alternatives"):
+        raise ConfigError(f"needs a game with hidden_alternatives, got {type(game).__name__}", "traversal.value.hidden_average")
     if t.scheme == "probe":
         return lambda params, value_params, player, it, key: probe_sampling(
             game, apply_fn, t.probe, params, player, it, key, b, sampling=sampling

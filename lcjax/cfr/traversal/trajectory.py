@@ -76,6 +76,10 @@ class Setup(NamedTuple):
     max_strategy: int  # S_s: strategy samples kept per traversal
     max_steps: int
     sampling: SamplingPolicy
+    # Track the opponent's reach of each of the traverser's indistinguishable histories
+    # (`game.hidden_alternatives`, K = `num_alternatives` of them; K = 1 and unused when off).
+    alternatives: bool
+    num_alternatives: int
 
 
 class Main(NamedTuple):
@@ -98,23 +102,31 @@ class Main(NamedTuple):
     selected_rows: Array  # float32[B * P, 2A + 1]: mask, sigma, valid
     strat_obs: Array  # float32[B * S_s, D]
     strat_rows: Array  # float32[B * S_s, 2A + 1]: mask, sigma, valid
+    # With `alternatives` (else K = 1, all ones / zeros):
+    alt_reach: Array  # float32[K, W]: the opponent's reach of each alternative history so far
+    selected_alt: Array  # float32[B * P, K]: prior x opponent reach of each alternative, per selected node
 
 
 def setup(game, apply_fn, params, traverser, key: Array, seeds: Array, num_traversals: int, *,
           select_probability: float, max_selected: int, max_strategy: int, max_steps: int,
-          sampling: SamplingPolicy = UNIFORM) -> Setup:
+          sampling: SamplingPolicy = UNIFORM, alternatives: bool = False) -> Setup:
     """Deals the `num_traversals` roots from `key` and gathers the call's constants.
 
     `seeds` (uint32[5, 2]) feed the loop's random numbers: actions, selection, policy
-    mixing and the policy's keys (two).
+    mixing and the policy's keys (two). With `alternatives` (a game with
+    `hidden_alternatives`), every selected node also records the weights of the histories
+    the traverser cannot tell from it (`Main.selected_alt`).
     """
+    if alternatives and not hasattr(game, "hidden_alternatives"):
+        raise ValueError(f"{type(game).__name__} has no hidden_alternatives")
     packer, roots, roots_live = ln.deal_roots(game, key, num_traversals)
     return Setup(
         game=ln.BatchedGame(game), packer=packer, apply_fn=apply_fn, params=params,
         traverser=jnp.asarray(traverser, jnp.int32), seeds=seeds, num_actions=game.num_actions,
         num_traversals=num_traversals, roots=roots, roots_live=roots_live,
         select_probability=select_probability, max_selected=max_selected, max_strategy=max_strategy,
-        max_steps=max_steps, sampling=sampling,
+        max_steps=max_steps, sampling=sampling, alternatives=bool(alternatives),
+        num_alternatives=int(game.num_alternatives) if alternatives else 1,
     )
 
 
@@ -156,14 +168,15 @@ def _main_step(s: Setup, c: Main) -> Main:
     child = s.game.step(states, action)
     opponent = need & ~is_trav
     selected = need & is_trav
+    alt_reach, alt_weights = _alternative_reaches(s, c, states, player, opponent, action, flag)
     p_row = jnp.where(selected & (c.selected_count < n_sel), c.traversal * n_sel + c.selected_count, b_total * n_sel)
     s_row = jnp.where(opponent & (c.strategy_count < s_s), c.traversal * s_s + c.strategy_count, b_total * s_s)
     rows = pack_sample_rows(mask, sigma)
     moves = c.moves + acts.astype(jnp.int32)
     ended = acts & child.terminated
     cut = acts & ~child.terminated & (moves >= s.max_steps)
-    rows, p_row, s_row, child, acts, selected, opponent, ended, cut = ln.materialize(
-        flag, rows, p_row, s_row, s.packer.pack(child), acts, selected, opponent, ended, cut
+    rows, p_row, s_row, child, acts, selected, opponent, ended, cut, alt_reach, alt_weights = ln.materialize(
+        flag, rows, p_row, s_row, s.packer.pack(child), acts, selected, opponent, ended, cut, alt_reach, alt_weights
     )
     cursor = jnp.where(acts[None], child, c.cursor)
     nxt = ln.refill(~c.live | ended | cut, c.next_traversal, b_total)
@@ -188,7 +201,35 @@ def _main_step(s: Setup, c: Main) -> Main:
         selected_rows=c.selected_rows.at[p_row].set(rows, mode="drop"),
         strat_obs=c.strat_obs.at[s_row].set(obs_rows, mode="drop"),
         strat_rows=c.strat_rows.at[s_row].set(rows, mode="drop"),
+        alt_reach=jnp.where(start[None], 1.0, alt_reach),
+        selected_alt=c.selected_alt.at[p_row].set(alt_weights.T, mode="drop"),
     )
+
+
+def _alternative_reaches(s: Setup, c: Main, states, player: Array, opponent: Array, action: Array, flag: Array):
+    """(alt_reach float32[K, W] after this move, weights float32[K, W] at this node).
+
+    For each history the traverser cannot tell from the lane's (`game.hidden_alternatives`:
+    alternative k is the same across the trajectory, e.g. "the opponent holds card k"), the
+    opponent's reach is the product of its current strategy's probabilities of the actions
+    it took, evaluated in that alternative; at a node, prior (chance, given what the
+    traverser has seen) x that reach is the alternative's posterior weight, unnormalized.
+    Costs K opponent forwards per opponent node. Without alternatives: ones and zeros.
+    """
+    if not s.alternatives:
+        return c.alt_reach, jnp.zeros_like(c.alt_reach)
+    k, w = c.alt_reach.shape
+    alt, prior = s.game.alternatives(states, jnp.broadcast_to(s.traverser, player.shape))
+    obs = jax.vmap(s.game.observe_rows, in_axes=(0, None))(alt, player)  # [K, D, W]
+    mask = jax.vmap(s.game.legal)(alt)  # [K, A, W]
+    obs_rows = jnp.transpose(obs, (0, 2, 1)).reshape(k * w, -1)
+    masks = jnp.transpose(mask, (1, 0, 2)).reshape(mask.shape[1], k * w)
+    obs_rows, masks, prior = ln.materialize(flag, obs_rows, masks, prior)
+    need = jnp.tile(opponent, k)
+    sigma = ln.lane_strategy(s.apply_fn, s.params, obs_rows, masks, jnp.tile(player, k), need, flag)
+    sigma = sigma.reshape(sigma.shape[0], k, w)
+    taken = jnp.sum(jnp.where(jnp.arange(sigma.shape[0])[:, None, None] == action[None, None], sigma, 0.0), axis=0)
+    return jnp.where(opponent[None], c.alt_reach * taken, c.alt_reach), prior * c.alt_reach
 
 
 def run_main(s: Setup, width: int, obs_size: int) -> Main:
@@ -214,6 +255,8 @@ def run_main(s: Setup, width: int, obs_size: int) -> Main:
         selected_rows=jnp.zeros((b_total * n_sel, row), jnp.float32),
         strat_obs=jnp.zeros((b_total * s_s, obs_size), jnp.float32),
         strat_rows=jnp.zeros((b_total * s_s, row), jnp.float32),
+        alt_reach=jnp.ones((s.num_alternatives, width), jnp.float32),
+        selected_alt=jnp.zeros((b_total * n_sel, s.num_alternatives), jnp.float32),
     )
     more = lambda c: jnp.any(c.live) | (c.next_traversal < b_total)  # noqa: E731
     return lax.while_loop(more, lambda c: _main_step(s, c), carry)

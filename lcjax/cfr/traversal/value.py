@@ -126,6 +126,13 @@ class ValueConfig(Settings):
         the strategies seldom take is valued like any other state, and the child's input
         already shows the action's immediate effect (an expedition opened, a card given
         away); "actions" must extrapolate to untaken actions from few targets.
+      hidden_average: a regret sample is the posterior mean of r(h', a) over the histories
+        h' the traverser cannot tell from the sampled one (`game.hidden_alternatives`: on
+        Kuhn and Leduc, every private card the opponent may hold), each weighted by its
+        chance probability given what the traverser has seen times the opponent's reach
+        under its current strategy. Same expectation per information set, without the
+        spread between the opponent's hands, which is most of the regret targets' variance
+        on Leduc (docs/strength.md). Only for games with `hidden_alternatives`.
     """
 
     sample_probability: float = setting(1.0, Float(0.0, 1.0, lo_open=True))
@@ -148,6 +155,7 @@ class ValueConfig(Settings):
     fit_each_player: bool = setting(False, Bool())
     value_head: str = setting("actions", Choice(VALUE_HEADS))
     value_lambda: float = setting(1.0, Float(0.0, 1.0))
+    hidden_average: bool = setting(False, Bool())
 
     def __post_init__(self):
         super().__post_init__()
@@ -429,6 +437,13 @@ def child_values(game, packer: ln.Packer, packed: Array, need: Array, value_appl
 
 
 # ---------------------------------------------------------------------------- regret samples
+def _regret_values(game, cfg: ValueConfig, packer: ln.Packer, packed: Array, need: Array, value_apply, value_params) -> Array:
+    """float32[N, A]: q(h, a) of N packed histories, from Q's outputs or V at the children."""
+    if cfg.value_head == "actions":
+        return history_values(value_apply, value_params, history_rows(game, packer, packed))
+    return child_values(game, packer, packed, need, value_apply, value_params, return_scale(game, cfg))
+
+
 def value_sampling(
     game, apply_fn, cfg: ValueConfig, params, traverser: Array, iteration: Array, key: Array, num_traversals: int,
     *, value_apply, value_params, sampling: tj.SamplingPolicy = tj.UNIFORM,
@@ -459,17 +474,27 @@ def value_sampling(
     s = tj.setup(
         game, apply_fn, params, traverser, k_init, tj.loop_seeds(*jax.random.split(k_loop, 5)), num_traversals,
         select_probability=cfg.sample_probability, max_selected=cfg.max_samples, max_strategy=cfg.max_strategy,
-        max_steps=cfg.max_steps, sampling=sampling,
+        max_steps=cfg.max_steps, sampling=sampling, alternatives=cfg.hidden_average,
     )
     m = tj.run_main(s, min(cfg.lanes if cfg.lanes > 0 else tj.DEFAULT_LANES, num_traversals), game.observation_size)
     valid, mask, sigma = tj.selected_parts(m, n_act)
-    if cfg.value_head == "actions":
-        q = history_values(value_apply, value_params, history_rows(game, s.packer, m.selected_state))
+    if cfg.hidden_average:
+        total = jnp.sum(m.selected_alt, axis=-1, keepdims=True)
+        valid = valid & (total[:, 0] > 0)
+        weights = m.selected_alt / jnp.where(total > 0, total, 1.0)  # [N, K], the posterior
+        k = weights.shape[1]
+        states = s.packer.unpack(m.selected_state.T)
+        alt, _ = s.game.alternatives(states, jnp.broadcast_to(s.traverser, valid.shape))
+        packed = jnp.transpose(jax.vmap(s.packer.pack)(alt), (0, 2, 1)).reshape(k * valid.shape[0], -1)
+        need = (mask & valid[:, None])[None] & (weights.T > 0)[:, :, None]  # [K, N, A]
+        q = _regret_values(game, cfg, s.packer, packed, need.reshape(k * valid.shape[0], n_act), value_apply, value_params)
+        q = q.reshape(k, valid.shape[0], n_act)
+        baseline = jnp.sum(jnp.where(mask[None], sigma[None] * q, 0.0), axis=-1, keepdims=True)
+        regret = jnp.sum(weights.T[:, :, None] * jnp.where(need, q - baseline, 0.0), axis=0)
     else:
-        scale = return_scale(game, cfg)
-        q = child_values(game, s.packer, m.selected_state, mask & valid[:, None], value_apply, value_params, scale)
-    baseline = jnp.sum(jnp.where(mask, sigma * q, 0.0), axis=-1, keepdims=True)
-    regret = jnp.where(mask & valid[:, None], q - baseline, 0.0)
+        q = _regret_values(game, cfg, s.packer, m.selected_state, mask & valid[:, None], value_apply, value_params)
+        baseline = jnp.sum(jnp.where(mask, sigma * q, 0.0), axis=-1, keepdims=True)
+        regret = jnp.where(mask & valid[:, None], q - baseline, 0.0)
     t = jnp.asarray(iteration, jnp.float32)
     adv = AdvantageSample(m.selected_obs, mask, regret, jnp.full(valid.shape, t, jnp.float32))
     strat, strat_valid = strategy_samples(m.strat_obs, m.strat_rows, n_act, iteration)
