@@ -80,6 +80,31 @@ class Game(Protocol):
         """float32[2]: the players' utilities; zero-sum; final once `state.terminated`."""
 
 
+class HiddenAlternatives(Protocol):
+    """Optional: the histories a player cannot tell apart (Kuhn, Leduc; read by
+    `traversal.value.hidden_average`, which averages regret samples over them).
+
+    Attributes:
+      num_alternatives: K, the number of alternatives (e.g. one per card the opponent may
+        hold).
+    """
+
+    num_alternatives: int
+
+    def hidden_alternatives(self, state: Any, player: Array) -> tuple[Any, Array]:
+        """(states, prior): K states `player` cannot tell from `state`, and their chances.
+
+        `states` has every leaf of `state` behind a leading axis K; alternative k replaces
+        what `player` cannot see (the opponent's private cards) by assignment k, which must
+        mean the same assignment at every state of a game (so that the opponent's reach of
+        alternative k can be multiplied up along a trajectory), with any undealt chance
+        outcomes left a valid draw given it. `prior` float32[K] is the chance probability
+        of assignment k given what `player` has seen, 0 where it is impossible (then the
+        alternative may be anything). Every alternative with prior > 0 is observed by
+        `player` exactly as `state` is. Meant for states still in play.
+        """
+
+
 def return_scale(game: Any) -> float:
     """The game's `return_scale` (typical magnitude of its returns), 1.0 when it has none."""
     return float(getattr(game, "return_scale", 1.0))

@@ -12,7 +12,7 @@ equal select_probability * pi_b(I) * r_cf(I) within 5 standard errors:
   the exact q(h, a) up by the history's features;
 * `value` with `value_head: state` is unbiased when V is the exact state value of the
   player to act (an oracle likewise), read off every child h.a;
-* `value` with `hidden_average` (and a state head) is unbiased likewise: each sample is
+* `value` with `hidden_average` (with either head) is unbiased likewise: each sample is
   the posterior mean over the opponent's possible cards, so the mean sum is the same and
   only the spread between the opponent's hands is gone (checked on Kuhn, where a Kuhn
   information set fixes the whole action history, so its samples become one number; the
@@ -173,10 +173,10 @@ def run_scheme(scheme: str, s: Setting, traverser: int, tables, num_traversals: 
         return cfg.branch_probability, jax.jit(fn, static_argnums=(0, 1, 2, 7))(
             game, s.apply, cfg, s.params, jnp.int32(traverser), 1.0, jax.random.key(11 + traverser), num_traversals
         )
-    head = "actions" if scheme == "value" else "state"
+    head = "actions" if scheme in ("value", "value_hidden_actions") else "state"
     cfg = tr.ValueConfig(sample_probability=select, max_samples=depth, max_strategy=depth, max_steps=12, value_head=head,
         return_scale=1.0,  # the oracle tables are in raw chips
-        hidden_average=scheme == "value_hidden",
+        hidden_average=scheme.startswith("value_hidden"),
     )
     value_apply, value_params = oracle_value(tables[head == "state"], game.history_size)
     fn = functools.partial(tr.value_sampling, value_apply=value_apply, sampling=sampling)
@@ -214,7 +214,7 @@ def scheme_means(name: str, scheme: str, traverser: int):
 # (game, scheme): hidden averaging is checked on Kuhn only (on Leduc it would take minutes:
 # six alternatives of every history through the oracle table).
 CASES = [(name, scheme) for name in ("kuhn", "leduc") for scheme in ("probe", "value", "value_state")]
-CASES.append(("kuhn", "value_hidden"))
+CASES += [("kuhn", "value_hidden"), ("kuhn", "value_hidden_actions")]
 
 
 @pytest.mark.parametrize("traverser", [0, 1])
