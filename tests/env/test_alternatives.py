@@ -37,6 +37,8 @@ from lcjax.env.kuhn import KuhnPoker
 from lcjax.env.leduc import LeducPoker
 from lcjax.onehot import indexing_primitives
 
+from batching import chunked  # tests/env/batching.py
+
 
 class Case(NamedTuple):
     game: object
@@ -53,22 +55,6 @@ CASES = {
 }
 
 
-def _chunked(fn, chunk, *args):
-    """fn over the rows of numpy pytrees `args`, in chunks padded to `chunk` rows."""
-    n = len(jax.tree.leaves(args)[0])
-    outs = []
-    for start in range(0, n, chunk):
-        rows = min(chunk, n - start)
-
-        def pad(x, start=start, rows=rows):
-            x = x[start : start + rows]
-            return np.concatenate([x, np.repeat(x[:1], chunk - rows, axis=0)])
-
-        out = jax.device_get(fn(*jax.tree.map(pad, args)))
-        outs.append(jax.tree.map(lambda x, rows=rows: x[:rows], out))
-    return jax.tree.map(lambda *xs: np.concatenate(xs), *outs)
-
-
 def _all_states(game, chunk):
     """Every state reached from every deck by any legal action sequence, as a numpy batch."""
     init = jax.jit(jax.vmap(game.init_from_deck))
@@ -76,13 +62,13 @@ def _all_states(game, chunk):
     expand = jax.jit(jax.vmap(lambda s: (
         jax.vmap(game.step, in_axes=(None, 0))(s, actions), game.legal_action_mask(s)
     )))
-    frontier = _chunked(init, chunk, game.all_decks())
+    frontier = chunked(init, chunk, game.all_decks())
     levels = [frontier]
     while True:
         frontier = jax.tree.map(lambda x: x[~frontier.terminated], frontier)
         if not len(frontier.terminated):
             break
-        children, legal = _chunked(expand, chunk, frontier)
+        children, legal = chunked(expand, chunk, frontier)
         frontier = jax.tree.map(lambda x: x[legal], children)  # [N, A, ...] -> [legal, ...]
         levels.append(frontier)
     return jax.tree.map(lambda *xs: np.concatenate(xs), *levels)
@@ -145,7 +131,7 @@ def data(request) -> Data:
             jax.vmap(game.legal_action_mask)(alts),
         )
 
-    out = _chunked(jax.jit(jax.vmap(analyse)), case.chunk, states, player)
+    out = chunked(jax.jit(jax.vmap(analyse)), case.chunk, states, player)
     return Data(case, states, player, *out)
 
 

@@ -12,6 +12,8 @@ from lcjax.env import leduc
 from lcjax.env.leduc import LeducPoker
 from lcjax.env.protocol import Game, GameState
 
+from batching import chunked  # tests/env/batching.py
+
 # Every batched call is padded to this many rows, so each jitted function compiles once.
 CHUNK = 1024
 
@@ -47,19 +49,7 @@ def fns(game):
 
 
 def _chunked(fn, *args):
-    """fn over the rows of numpy pytrees `args`, in padded chunks of CHUNK rows."""
-    n = len(jax.tree.leaves(args)[0])
-    outs = []
-    for start in range(0, n, CHUNK):
-        rows = min(CHUNK, n - start)
-
-        def pad(x, start=start, rows=rows):
-            x = x[start : start + rows]
-            return np.concatenate([x, np.repeat(x[:1], CHUNK - rows, axis=0)])
-
-        out = jax.device_get(fn(*jax.tree.map(pad, args)))
-        outs.append(jax.tree.map(lambda x, rows=rows: x[:rows], out))
-    return jax.tree.map(lambda *xs: np.concatenate(xs), *outs)
+    return chunked(fn, CHUNK, *args)
 
 
 def _row(tree, i):
