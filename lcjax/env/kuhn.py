@@ -180,11 +180,11 @@ class KuhnPoker:
     def hidden_alternatives(self, state: KuhnState, player: Array) -> tuple[KuhnState, Array]:
         """The histories `player` cannot tell from `state`: alternative k gives the opponent card k.
 
-        Meant for states still in play: on a terminated state the alternatives keep its
-        payoffs. Returns (states, prior): `state` with the opponent's card replaced by k, every leaf
+        Returns (states, prior): `state` with the opponent's card replaced by k, every leaf
         with a leading axis of 3 (k = the card id), and float32[3], the chance probability
         of each card given `player`'s own (1/2 for the two other cards, 0 for its own; that
-        alternative is `state` unchanged).
+        alternative is `state` unchanged). Meant for states still in play: on a terminated
+        state the alternatives keep its payoffs.
         """
         player = jnp.asarray(player, dtype=jnp.int32)
         opponent = 1 - player

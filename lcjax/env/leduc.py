@@ -244,13 +244,14 @@ class LeducPoker:
     def hidden_alternatives(self, state: LeducState, player: Array) -> tuple[LeducState, Array]:
         """The histories `player` cannot tell from `state`: alternative k gives the opponent card k.
 
-        Meant for states still in play: on a terminated state the alternatives keep its
-        payoffs. Returns (states, prior): every leaf with a leading axis of 6 (k = the card id), and
+        Returns (states, prior): every leaf with a leading axis of 6 (k = the card id), and
         float32[6], the chance probability of each card given what `player` has seen: uniform
         over the cards other than its own and, once revealed, the public card; 0 for those
         (such an alternative is `state` unchanged). Before the reveal, the alternative that
         gives the opponent the undealt public card swaps the two, so the public card to come
         is still a uniform draw from the rest of the deck given the alternative's cards.
+        Meant for states still in play: on a terminated state the alternatives keep its
+        payoffs.
         """
         player = jnp.asarray(player, dtype=jnp.int32)
         opponent = 1 - player

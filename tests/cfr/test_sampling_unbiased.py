@@ -146,7 +146,8 @@ def oracle_value(q_table: dict[bytes, np.ndarray], size: int):
 
 def sample_means(result, num_traversals: int, keys: list[bytes], num_actions: int):
     """Mean per-traversal regret sum per infoset and its standard error, float64[I, A] each,
-    and the number of samples of each infoset, int[I]."""
+    the number of samples of each infoset, int[I], and the standard deviation of its single
+    samples, float64[I, A] (0 where it has none)."""
     obs = np.asarray(result.advantage.observation)
     regret = np.asarray(result.advantage.regret, np.float64)
     valid = np.asarray(result.advantage_valid)
@@ -154,11 +155,14 @@ def sample_means(result, num_traversals: int, keys: list[bytes], num_actions: in
     index = {k: i for i, k in enumerate(keys)}
     sums = np.zeros((num_traversals, len(keys), num_actions))
     counts = np.zeros(len(keys), int)
-    for row in np.flatnonzero(valid):
-        i = index[obs[row].tobytes()]
-        sums[traversal[row], i] += regret[row]
-        counts[i] += 1
-    return sums.mean(0), sums.std(0, ddof=1) / np.sqrt(num_traversals), counts
+    rows = np.flatnonzero(valid)
+    which = np.array([index[obs[row].tobytes()] for row in rows], int)
+    np.add.at(sums, (traversal[rows], which), regret[rows])
+    np.add.at(counts, which, 1)
+    spread = np.zeros((len(keys), num_actions))
+    for i in np.unique(which):
+        spread[i] = regret[rows[which == i]].std(0)
+    return sums.mean(0), sums.std(0, ddof=1) / np.sqrt(num_traversals), counts, spread
 
 
 def run_scheme(scheme: str, s: Setting, traverser: int, tables, num_traversals: int):
@@ -184,31 +188,15 @@ def run_scheme(scheme: str, s: Setting, traverser: int, tables, num_traversals: 
     return cfg.sample_probability, run(s.params, jnp.int32(traverser), jax.random.key(11 + traverser), value_params)
 
 
-def sample_spread(result, keys: list[bytes], num_actions: int) -> np.ndarray:
-    """float64[I, A]: the standard deviation of the single regret samples of each infoset."""
-    obs = np.asarray(result.advantage.observation)
-    regret = np.asarray(result.advantage.regret, np.float64)
-    valid = np.asarray(result.advantage_valid)
-    index = {k: i for i, k in enumerate(keys)}
-    rows = np.flatnonzero(valid)
-    which = np.array([index[obs[row].tobytes()] for row in rows])
-    spread = np.zeros((len(keys), num_actions))
-    for i in np.unique(which):
-        spread[i] = regret[rows[which == i]].std(0)
-    return spread
-
-
 @functools.lru_cache(maxsize=None)
 def scheme_means(name: str, scheme: str, traverser: int):
-    """(select_probability, mean, standard error, counts, spread) of one run: `sample_means`
-    and `sample_spread`."""
+    """(select_probability, mean, standard error, counts, spread) of one run (`sample_means`)."""
     s = setting(name)
     regrets, q_table, v_table = exact(name, traverser)
     b = 20_000 if name == "kuhn" else 50_000
     select, result = run_scheme(scheme, s, traverser, (q_table, v_table), b)
     assert int(result.counters.dropped_samples) == 0 and int(result.counters.truncated) == 0
-    keys = list(regrets)
-    return (select, *sample_means(result, b, keys, s.game.num_actions), sample_spread(result, keys, s.game.num_actions))
+    return (select, *sample_means(result, b, list(regrets), s.game.num_actions))
 
 
 # (game, scheme): hidden averaging is checked on Kuhn only (on Leduc it would take minutes:

@@ -32,6 +32,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from lcjax.cfr import exploitability as ex
 from lcjax.env.api_test import api_test
 from lcjax.env.kuhn import KuhnPoker
 from lcjax.env.leduc import LeducPoker
@@ -53,25 +54,6 @@ CASES = {
     "kuhn": Case(KuhnPoker(), "cards", None, 64, 6 * 9, 3),
     "leduc": Case(LeducPoker(), "private_cards", "public_card", 2048, 120 * 85, 6),
 }
-
-
-def _all_states(game, chunk):
-    """Every state reached from every deck by any legal action sequence, as a numpy batch."""
-    init = jax.jit(jax.vmap(game.init_from_deck))
-    actions = jnp.arange(game.num_actions, dtype=jnp.int32)
-    expand = jax.jit(jax.vmap(lambda s: (
-        jax.vmap(game.step, in_axes=(None, 0))(s, actions), game.legal_action_mask(s)
-    )))
-    frontier = chunked(init, chunk, game.all_decks())
-    levels = [frontier]
-    while True:
-        frontier = jax.tree.map(lambda x: x[~frontier.terminated], frontier)
-        if not len(frontier.terminated):
-            break
-        children, legal = chunked(expand, chunk, frontier)
-        frontier = jax.tree.map(lambda x: x[legal], children)  # [N, A, ...] -> [legal, ...]
-        levels.append(frontier)
-    return jax.tree.map(lambda *xs: np.concatenate(xs), *levels)
 
 
 class Data(NamedTuple):
@@ -114,7 +96,8 @@ class Data(NamedTuple):
 def data(request) -> Data:
     case = CASES[request.param]
     game = case.game
-    states = _all_states(game, case.chunk)
+    # Every state of every deal: the nodes of the exact solver's game tree.
+    states = ex.game_tree(game).states
     n = len(states.terminated)
     assert n == case.num_states
     states = jax.tree.map(lambda x: np.concatenate([x, x]), states)
