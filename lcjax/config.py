@@ -22,7 +22,10 @@ those of `SolverConfig`, each declared once in the module that uses it:
   distributed   DistributedConfig: devices, coordinator_address, num_processes,
                 process_id, initialization_timeout (see lcjax.distributed).
 
-Missing keys take the dataclass defaults; `run.name` missing or null takes the file's stem.
+A file may also hold `scheme_overrides`: per scheme, "section.key: value" pairs applied when
+the file runs that scheme, over the shared sections and under `--set` overrides (see
+`load_config`). Missing keys take the dataclass defaults; `run.name` missing or null takes
+the file's stem.
 The shipped files (`shipped_config`) list every key; kuhn.yaml and leduc.yaml are the tuned
 small-game settings (`small_game_config`).
 
@@ -55,7 +58,7 @@ import yaml
 
 from lcjax.cfr.memory import MemoryConfig
 from lcjax.cfr.networks import NetworkConfig
-from lcjax.cfr.solver_config import SolverConfig, TraversalConfig
+from lcjax.cfr.solver_config import SCHEMES, SolverConfig, TraversalConfig
 from lcjax.cfr.training import OptimizationConfig
 from lcjax.env import registry
 from lcjax.sections import CheckpointConfig, DistributedConfig, EvaluationConfig, RulesConfig, RunConfig, RunMemoryConfig
@@ -99,6 +102,8 @@ SECTIONS: dict[str, type[Settings]] = {
     "distributed": DistributedConfig,
 }
 _TOP_KEYS = ("game", *SECTIONS)
+# A file's per-scheme settings (`load_config`); not a section of Config.
+SCHEME_OVERRIDES = "scheme_overrides"
 
 
 # ---------------------------------------------------------------------------- dict <-> Config
@@ -291,8 +296,56 @@ def _locate(err: ConfigError, source: str, lines: dict[str, int], overridden: di
     return err.at(source)
 
 
+def _apply_scheme_overrides(
+    data: dict[str, Any], per_scheme: Any, overridden: dict[str, str], lines: dict[str, int]
+) -> dict[str, Any]:
+    """`data` with the file's `scheme_overrides` entry for the scheme it selects applied.
+
+    A key that an override (or a parent section of it) set keeps the override's value. The
+    applied keys' file lines are recorded in `lines` under their own paths, so that a bad
+    value is reported at the line that wrote it.
+    """
+    if per_scheme is None:
+        return data
+    if not isinstance(per_scheme, dict):
+        raise ConfigError(f"expected a mapping of scheme: {{key path: value}}, got {per_scheme!r}", SCHEME_OVERRIDES)
+    for scheme, entries in per_scheme.items():
+        where = f"{SCHEME_OVERRIDES}.{scheme}"
+        if scheme not in SCHEMES:
+            raise unknown_key(scheme, SCHEMES, SCHEME_OVERRIDES)
+        if entries is not None and not isinstance(entries, dict):
+            raise ConfigError(f"expected a mapping of key path: value, got {entries!r}", where)
+        for path, value in (entries or {}).items():
+            parts = str(path).split(".")
+            try:
+                _check_override_key(parts, value)
+            except ConfigError as err:
+                raise err.under(where) from None
+            if parts[0] == "traversal" and parts[1:2] in ([], ["scheme"]):
+                raise ConfigError("cannot set the scheme (or the whole traversal section)", f"{where}.{path}")
+    traversal = data.get("traversal")
+    scheme = traversal.get("scheme") if isinstance(traversal, dict) else None
+    scheme = TraversalConfig().scheme if scheme is None else scheme
+    for path, value in (per_scheme.get(scheme) or {}).items():
+        parts = path.split(".")
+        if any(".".join(parts[:n]) in overridden for n in range(1, len(parts) + 1)):
+            continue
+        data = merge(data, {path: value})
+        line = lines.get(f"{SCHEME_OVERRIDES}.{scheme}.{path}")
+        if line is not None:
+            lines[path] = line
+    return data
+
+
 def load_config(path: str | os.PathLike, overrides: Sequence[str] = ()) -> Config:
     """The validated `Config` of the YAML file `path` with `overrides` applied.
+
+    A file may hold, besides its sections, a top-level `scheme_overrides` mapping: for a
+    scheme, "section.key" paths and the values they take when the file runs that scheme
+    (the scheme the file and `overrides` select), over the file's own values and under
+    `overrides`. It lets one file hold settings tuned per scheme where the sections are
+    shared (e.g. leduc.yaml's `optimization.warm_start` for the value scheme). The returned
+    `Config` holds the result; it has no `scheme_overrides` of its own.
 
     Args:
       path: a YAML file; its stem is `run.name` unless the file sets one.
@@ -312,7 +365,13 @@ def load_config(path: str | os.PathLike, overrides: Sequence[str] = ()) -> Confi
     data, lines = _parse_yaml(text, source)
     if data is not None and not isinstance(data, dict):
         raise ConfigError(f"top level: expected a mapping of sections, got {data!r}", where=source)
-    data, overridden = apply_overrides_to_dict(data or {}, overrides)
+    data = dict(data or {})
+    per_scheme = data.pop(SCHEME_OVERRIDES, None)
+    data, overridden = apply_overrides_to_dict(data, overrides)
+    try:
+        data = _apply_scheme_overrides(data, per_scheme, overridden, lines)
+    except ConfigError as err:
+        raise _locate(err, source, lines, {}) from None
     try:
         return config_from_dict(data, default_name=p.stem)
     except ConfigError as err:

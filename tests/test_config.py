@@ -53,6 +53,7 @@ def test_shipped_config_loads(name):
 @pytest.mark.parametrize("name", SHIPPED)
 def test_shipped_config_lists_every_key(name):
     raw = yaml.safe_load((CONFIG_DIR / f"{name}.yaml").read_text())
+    raw.pop(C.SCHEME_OVERRIDES, None)  # per-scheme values of keys the sections list
     expected = C.config_to_dict(C.load_config(CONFIG_DIR / f"{name}.yaml"))
     assert set(raw) == set(expected)
 
@@ -525,3 +526,69 @@ def test_hidden_average_needs_a_game_with_hidden_alternatives():
     assert "'lost_cities'" in str(err) and "kuhn" in str(err) and "leduc" in str(err)
     cfg = C.load_config(CONFIG_DIR / "leduc.yaml", ["traversal.value.hidden_average=true"])
     assert cfg.traversal.value.hidden_average
+
+
+# ---------------------------------------------------------------------------- scheme_overrides
+_PER_SCHEME = """game: leduc
+traversal:
+  scheme: external
+optimization:
+  warm_start: true
+  learning_rate: 3.0e-3
+scheme_overrides:
+  value:
+    optimization.warm_start: false
+    traversal.value.value_steps: 7
+  probe: {}
+"""
+
+
+def test_scheme_overrides_apply_to_the_selected_scheme_only(tmp_path):
+    path = _write(tmp_path, _PER_SCHEME)
+    external = C.load_config(path)
+    assert external.optimization.warm_start is True and external.traversal.value.value_steps != 7
+    value = C.load_config(path, ["traversal.scheme=value"])
+    assert value.optimization.warm_start is False and value.traversal.value.value_steps == 7
+    assert value.optimization.learning_rate == 3e-3
+    assert C.load_config(path, ["traversal.scheme=probe"]).optimization == external.optimization
+    # An override wins over the file's per-scheme value, whether it sets the key or a parent.
+    forced = C.load_config(path, ["traversal.scheme=value", "optimization.warm_start=true"])
+    assert forced.optimization.warm_start is True and forced.traversal.value.value_steps == 7
+    reset = C.load_config(path, ["traversal.scheme=value", "optimization=null"])
+    assert reset.optimization == C.OptimizationConfig()
+    # The result is a plain Config: saved and loaded again, it keeps the applied values.
+    C.save_config(value, tmp_path / "saved.yaml")
+    assert C.load_config(tmp_path / "saved.yaml") == value
+
+
+@pytest.mark.parametrize(
+    "entries, key, shown",
+    [
+        ("  outcome:\n    optimization.warm_start: false\n", "scheme_overrides.outcome", "valid: external, probe, value"),
+        ("  value:\n    optimization.warm_strat: false\n", "scheme_overrides.value.optimization.warm_strat", "did you mean 'warm_start'"),
+        ("  value:\n    traversal.scheme: probe\n", "scheme_overrides.value.traversal.scheme", "cannot set the scheme"),
+        ("  value: [1]\n", "scheme_overrides.value", "expected a mapping"),
+    ],
+)
+def test_scheme_overrides_errors_name_the_key(tmp_path, entries, key, shown):
+    path = _write(tmp_path, "game: leduc\nscheme_overrides:\n" + entries)
+    err = _error(C.load_config, path)
+    assert err.key == key and shown in str(err)
+    assert str(err).startswith(f"{path}:")
+
+
+def test_scheme_override_bad_value_names_its_line(tmp_path):
+    path = _write(tmp_path, "game: leduc\nscheme_overrides:\n  value:\n    optimization.learning_rate: fast\n")
+    assert C.load_config(path).optimization.learning_rate > 0  # external: not applied
+    err = _error(C.load_config, path, ["traversal.scheme=value"])
+    assert err.key == "optimization.learning_rate" and str(err).startswith(f"{path}:4: ")
+
+
+def test_leduc_value_scheme_ships_fresh_advantage_networks():
+    """leduc.yaml's optimization section is shared; the value scheme re-initializes the
+    advantage networks every iteration (docs/strength.md), external and probe do not."""
+    assert C.small_game_config("leduc", "external").optimization.warm_start is True
+    assert C.small_game_config("leduc", "probe").optimization.warm_start is True
+    value = C.small_game_config("leduc", "value")
+    assert value.optimization.warm_start is False
+    assert C.load_config(CONFIG_DIR / "leduc.yaml", ["traversal.scheme=value"]).optimization.warm_start is False
