@@ -584,6 +584,19 @@ def test_scheme_override_bad_value_names_its_line(tmp_path):
     assert err.key == "optimization.learning_rate" and str(err).startswith(f"{path}:4: ")
 
 
+def test_kuhn_value_scheme_ships_flatter_weights():
+    """kuhn.yaml's value scheme weights regrets t^1 and strategies uniformly
+    (docs/strength.md, "Kuhn: flatter weights"); external and probe keep t^2 and t^1."""
+    for scheme in ("external", "probe"):
+        opt = C.small_game_config("kuhn", scheme).optimization
+        assert (opt.advantage_weight_power, opt.strategy_weight_power) == (2.0, 1.0)
+    opt = C.small_game_config("kuhn", "value").optimization
+    assert (opt.advantage_weight_power, opt.strategy_weight_power) == (1.0, 0.0)
+    # A --set override still wins over the file's scheme_overrides.
+    opt = C.small_game_config("kuhn", "value", **{"optimization.strategy_weight_power": 0.5}).optimization
+    assert opt.strategy_weight_power == 0.5
+
+
 def test_leduc_value_scheme_ships_fresh_advantage_networks():
     """leduc.yaml's optimization section is shared; the value scheme re-initializes the
     advantage networks every iteration (docs/strength.md), external and probe do not."""
