@@ -592,7 +592,7 @@ def test_kuhn_value_scheme_ships_flatter_weights():
         assert (opt.advantage_weight_power, opt.strategy_weight_power) == (2.0, 1.0)
     opt = C.small_game_config("kuhn", "value").optimization
     assert (opt.advantage_weight_power, opt.strategy_weight_power) == (1.0, 0.0)
-    # A --set override still wins over the file's scheme_overrides.
+    # small_game_config's own overrides still win over the file's scheme_overrides.
     opt = C.small_game_config("kuhn", "value", **{"optimization.strategy_weight_power": 0.5}).optimization
     assert opt.strategy_weight_power == 0.5
 
