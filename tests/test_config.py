@@ -607,13 +607,16 @@ def test_leduc_value_scheme_ships_fresh_advantage_networks():
     assert C.load_config(CONFIG_DIR / "leduc.yaml", ["traversal.scheme=value"]).optimization.warm_start is False
 
 
-def test_cpu_config_ships_warm_advantage_networks_and_cosine_phases():
-    """cpu.yaml continues the advantage networks from iteration to iteration and decays each
-    training phase's learning rate (docs/strength.md, "Warm advantage networks on Lost
-    Cities", "A cosine learning rate per phase"); its value scheme and weights are unchanged."""
+def test_cpu_config_ships_measured_settings():
+    """cpu.yaml continues the advantage networks from iteration to iteration, decays each
+    training phase's learning rate and samples the traverser's trajectory from half
+    safe_heuristic (docs/strength.md, "Warm advantage networks on Lost Cities", "A cosine
+    learning rate per phase", "Half safe_heuristic in the traverser's sampling policy"); its
+    value scheme and weights are unchanged."""
     cfg = C.load_config(CONFIG_DIR / "cpu.yaml")
     assert cfg.optimization.warm_start is True
     assert cfg.optimization.lr_schedule == "cosine"
+    assert (cfg.traversal.sampling_bot, cfg.traversal.sampling_bot_weight) == ("safe_heuristic", 0.5)
     assert cfg.traversal.scheme == "value"
     assert (cfg.optimization.advantage_weight_power, cfg.optimization.strategy_weight_power) == (1.0, 1.0)
     assert C.load_config(CONFIG_DIR / "cpu.yaml", ["optimization.warm_start=false"]).optimization.warm_start is False
