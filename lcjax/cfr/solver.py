@@ -62,10 +62,18 @@ from lcjax.cfr.training import (
 Array = jax.Array
 Params = Any
 
-def _add_weighted(power: float, key, reservoir, items, valid):
-    """`reservoir_add` with each sample's weight t replaced by t ** power (1 = Linear CFR)."""
-    if power != 1.0:
-        items = items._replace(iteration=items.iteration.astype(jnp.float32) ** power)
+def _add_weighted(power: float, key, reservoir, items, valid, delay: int = 0):
+    """`reservoir_add` with each sample's weight t replaced by (t - delay) ** power.
+
+    power 1 is Linear CFR. Samples of iterations t <= delay are not offered at all (CFR+'s
+    averaging delay), so the reservoir holds only later iterations' samples.
+    """
+    t = items.iteration.astype(jnp.float32)
+    if delay:
+        valid = valid & (t > delay)
+        t = jnp.maximum(t - delay, 1.0)
+    if power != 1.0 or delay:
+        items = items._replace(iteration=t**power)
     return reservoir_add(key, reservoir, items, valid)
 
 
@@ -137,7 +145,7 @@ class _Phases:
             train, optimizer=strategy_optimizer, loss_fn=strategy, num_steps=c.strategy_steps, batch_size=c.strategy_batch
         )
         self.add_advantage_fn = functools.partial(_add_weighted, c.advantage_weight_power)
-        self.add_strategy_fn = functools.partial(_add_weighted, c.strategy_weight_power)
+        self.add_strategy_fn = functools.partial(_add_weighted, c.strategy_weight_power, delay=c.strategy_weight_delay)
         self.fresh_network_fn, self.iteration_keys_fn = self._fresh_network, self._iteration_keys
         # `make_train_fn`'s program, jitted here so that it takes the compiler options.
         self.train_advantage = jit(self.train_advantage_fn)

@@ -77,6 +77,10 @@ class OptimizationConfig(Settings):
         t ** power in its network's loss: 1 is Linear CFR, 0 weighs every iteration alike
         (vanilla CFR regrets, uniform average strategy), 2 favours recent iterations more
         (as DCFR's gamma = 2 does for the average strategy). The reservoirs store the weight.
+      strategy_weight_delay: strategy samples of iterations t <= this are not stored, later
+        ones weigh (t - delay) ** strategy_weight_power (CFR+'s averaging delay): the
+        average strategy leaves out the first iterations' strategies, furthest from an
+        equilibrium (0 = every iteration).
       draw_by_weight: draw the advantage and strategy minibatches with probability
         proportional to each sample's weight t ** power, every drawn sample weighing 1 in
         the loss (the same objective as uniform draws weighted in the loss, with less
@@ -99,6 +103,7 @@ class OptimizationConfig(Settings):
     lr_schedule: str = setting("constant", Choice(LR_SCHEDULES))
     advantage_weight_power: float = setting(1.0, Float(0.0, 4.0))
     strategy_weight_power: float = setting(1.0, Float(0.0, 4.0))
+    strategy_weight_delay: int = setting(0, Int(0))
     draw_by_weight: bool = setting(False, Bool())
     fast_compile: bool = setting(False, Bool())
 

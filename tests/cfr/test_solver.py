@@ -15,13 +15,15 @@ import os
 import sys
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from lcjax.cfr import exploitability as ex
-from lcjax.cfr.memory import MemoryConfig
+from lcjax.cfr.memory import MemoryConfig, reservoir_init
 from lcjax.cfr.networks import NetworkConfig
-from lcjax.cfr.solver import DeepCFR, SolverConfig, make_solver
+from lcjax.cfr.samples import StrategySample
+from lcjax.cfr.solver import DeepCFR, SolverConfig, _add_weighted, make_solver
 from lcjax.cfr.solver_config import TraversalConfig
 from lcjax.cfr.training import OptimizationConfig
 from lcjax.cfr.traversal import ProbeConfig
@@ -164,6 +166,31 @@ def test_same_seed_same_parameters(solver):
     assert not np.array_equal(
         jax.tree_util.tree_leaves(a.strategy_params)[0], jax.tree_util.tree_leaves(c.strategy_params)[0]
     )
+
+
+def test_strategy_weight_delay_drops_early_iterations_and_shifts_weights():
+    """Samples of iterations t <= delay are not stored; later ones weigh (t - delay) ** power."""
+    n = 6
+    items = StrategySample(
+        observation=jnp.zeros((n, 2)), mask=jnp.ones((n, 3), bool), strategy=jnp.full((n, 3), 1 / 3),
+        iteration=jnp.arange(1, n + 1, dtype=jnp.float32),
+    )
+    example = jax.tree.map(lambda x: x[0], items)
+    valid = jnp.array([True, True, True, True, False, True])
+
+    def stored_weights(power, delay):
+        reservoir = _add_weighted(power, jax.random.key(0), reservoir_init(16, example), items, valid, delay=delay)
+        assert int(reservoir.seen) == int(reservoir.size)
+        return np.asarray(reservoir.data.iteration[: int(reservoir.size)]).tolist()
+
+    assert stored_weights(1.0, 0) == [1, 2, 3, 4, 6]
+    assert stored_weights(2.0, 0) == [1, 4, 9, 16, 36]
+    # Iteration 5 stays invalid; 1-3 are dropped, 4 and 6 weigh 1 and 3 (squared: 1 and 9).
+    assert stored_weights(1.0, 3) == [1, 3]
+    assert stored_weights(2.0, 3) == [1, 9]
+    assert stored_weights(0.0, 3) == [1, 1]
+    with pytest.raises(ValueError, match="strategy_weight_delay"):
+        OptimizationConfig(strategy_weight_delay=-1)
 
 
 @pytest.mark.parametrize(
