@@ -20,7 +20,8 @@ Exploitability of the average policy (the strategy network) is computed exactly 
 clock: it is excluded from the budget, from `seconds` and from `nodes_per_second`. So is
 building the game tree it needs, which happens before the solver clock starts.
 
-Outputs in `--out`:
+Outputs in `--out` (default `runs/<game>_<scheme>_seed<seed>`, so the same command run again
+replaces its earlier results):
 
 * `curve.jsonl`: one JSON object per measurement, with `seconds` (solver clock),
   `iteration`, `nodes` (cumulative game states visited by traversals), `nodes_per_second`
@@ -253,12 +254,17 @@ def curve_row(
     }
 
 
+def default_out_dir(game_name: str, scheme: str, seed: int) -> str:
+    """The output folder of a run without `--out`: runs/<game>_<scheme>_seed<seed>."""
+    return os.path.join("runs", f"{game_name}_{scheme}_seed{seed}")
+
+
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--game", choices=sorted(GAMES), required=True)
     parser.add_argument("--scheme", choices=SCHEMES, default="external")
     parser.add_argument("--seconds", type=float, required=True, help="solver wall-clock budget, compilation included")
-    parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument("--out", default=None, help="output folder (default: runs/<game>_<scheme>_seed<seed>)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a SolverConfig key, e.g. network.hidden_size=32")
     parser.add_argument(
@@ -276,7 +282,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         args.game,
         args.scheme,
         args.seconds,
-        args.out,
+        args.out or default_out_dir(args.game, args.scheme, args.seed),
         seed=args.seed,
         overrides=overrides,
         eval_every=args.eval_every,

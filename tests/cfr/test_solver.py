@@ -229,6 +229,15 @@ def test_small_game_config_rejects_unknown_names():
     )
 
 
+def test_script_writes_to_runs_without_out(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    argv = ["--game", "kuhn", "--scheme", "external", "--seconds", "600", "--seed", "4", "--max-iterations", "1", "--quiet"]
+    solve_small.main(argv + [arg for key, value in TINY.items() for arg in ("--set", f"{key}={value}")])
+    out = tmp_path / "runs" / "kuhn_external_seed4"
+    assert sorted(p.name for p in out.iterdir()) == ["config.json", "curve.jsonl", "policy.json"]
+    assert json.loads((out / "config.json").read_text())["seed"] == 4
+
+
 def test_script_policy_loads_into_openspiel(tmp_path):
     pyspiel = pytest.importorskip("pyspiel")
     from open_spiel.python import policy as openspiel_policy
