@@ -7,8 +7,10 @@ each player in 27 s, and 512 strategy-network updates in 14 s, all at minibatch 
 512 x 3 networks. This script runs the same work with lcjax and prints the phases side by
 side with those figures:
 
-* traversal: `probe` traversals with the base config's settings (default.yaml:
-  branch_probability 0.15, max_probes 48, ...), as many per player as make about
+* traversal: `probe` traversals with the base config's probe settings (default.yaml:
+  branch_probability 0.15, max_probes 48, ...) and a uniform traverser, as the earlier
+  system traversed (whatever the config's `traversal.scheme` and `sampling_bot`), as many
+  per player as make about
   `--target-nodes` states in all. The count comes from a calibration call (a small batch
   on the initial networks) before the measured iterations; the measured traversal phase is
   then also reported scaled to exactly `--target-nodes` states (`traversal_seconds_at_target`),
@@ -108,15 +110,14 @@ def calibrate_nodes_per_traversal(solver: DeepCFR, batch: int, seed: int) -> flo
 
 
 def solver_for(config: lc_config.Config, args, traversals_per_player: int):
-    """The benchmark's DeepCFR: the config's network and traversal settings, the earlier
-    system's training workload, one traversal chunk per player."""
+    """The benchmark's DeepCFR: the config's network and probe settings with a uniform
+    traverser, the earlier system's training workload, one traversal chunk per player."""
     base = lc_config.solver_config(config)
-    if base.traversal.scheme != "probe":
-        raise SystemExit(f"error: traversal.scheme={base.traversal.scheme!r}: this benchmark measures the probe scheme")
     sc = dataclasses.replace(
         base,
         traversal=dataclasses.replace(
-            base.traversal, traversals_per_player=traversals_per_player, traversal_batch=traversals_per_player
+            base.traversal, scheme="probe", sampling_bot=None,
+            traversals_per_player=traversals_per_player, traversal_batch=traversals_per_player,
         ),
         optimization=dataclasses.replace(
             base.optimization,

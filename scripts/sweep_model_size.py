@@ -46,7 +46,8 @@ Scales (`--scale`; `auto`, the default, is `full` on a GPU/TPU backend and `redu
 * full: 200 iterations, evaluation every 20 iterations with 1000 games per opponent, the
   configuration's own traversal, training and memory sizes.
 * reduced: 6 iterations, evaluation every 3 with 200 games, and `REDUCED_OVERRIDES` applied
-  before the user's `--set`s (which win): 32 probe traversals per player in one batch of 32
+  before the user's `--set`s (which win): the probe scheme with a uniform traverser, 32
+  probe traversals per player in one batch of 32
   with branch probability 0.01 and at most 8 probes, 64 Adam steps on minibatches of 256 for
   each advantage and strategy phase, reservoirs of 200,000. On an idle 2 vCPU machine a
   512 x 3 iteration takes ~7 s and a 768 x 3 one ~14 s, plus ~30 s of compilation and
@@ -133,6 +134,10 @@ SCALES = {
 # training phases on small minibatches, and reservoirs far larger than the ~10k samples an
 # iteration adds, so nothing is evicted.
 REDUCED_OVERRIDES = (
+    # The probe scheme by a uniform traverser, as this scale was measured with (default.yaml
+    # now runs the value scheme, whose iteration on a CPU takes minutes at these widths).
+    "traversal.scheme=probe",
+    "traversal.sampling_bot=null",
     "traversal.traversals_per_player=32",
     "traversal.traversal_batch=32",
     "traversal.probe.branch_probability=0.01",

@@ -83,7 +83,12 @@ def test_default_yaml_values():
     assert cfg.game == "lost_cities"
     assert (cfg.network.hidden_size, cfg.network.num_layers) == (512, 3)
     t = cfg.traversal
-    assert t.scheme == "probe"
+    # The value scheme with cpu.yaml's measured learning settings (docs/strength.md); the
+    # probe section stays sized for `--set traversal.scheme=probe`.
+    assert t.scheme == "value"
+    assert (t.sampling_bot, t.sampling_bot_weight) == ("safe_heuristic", 0.5)
+    assert t.value.max_steps == 2 * cfg.rules.max_turns + 2
+    assert cfg.optimization.warm_start is True and cfg.optimization.lr_schedule == "cosine"
     assert 0.1 <= t.probe.branch_probability <= 0.2
     expected_probes = 150 * t.probe.branch_probability
     assert 1.5 * expected_probes <= t.probe.max_probes <= 2.5 * expected_probes

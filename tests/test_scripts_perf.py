@@ -178,6 +178,8 @@ def test_bench_iteration_json(tmp_path, capsys):
     settings = data["settings"]
     solver = settings["solver"]
     assert solver["optimization"]["advantage_steps"] == 3 and solver["optimization"]["strategy_batch"] == 16
+    # The earlier system's workload: probe traversals by a uniform traverser, whatever the config's scheme.
+    assert (solver["traversal"]["scheme"], solver["traversal"]["sampling_bot"]) == ("probe", None)
     # One traversal chunk per player, sized from the calibration to about the target.
     assert solver["traversal"]["traversal_batch"] == solver["traversal"]["traversals_per_player"]
     per_call = settings["calibrated_nodes_per_traversal"]
