@@ -10,8 +10,7 @@ side with those figures:
 * traversal: `probe` traversals with the base config's probe settings (default.yaml:
   branch_probability 0.15, max_probes 48, ...) and a uniform traverser, as the earlier
   system traversed (whatever the config's `traversal.scheme` and `sampling_bot`), as many
-  per player as make about
-  `--target-nodes` states in all. The count comes from a calibration call (a small batch
+  per player as make about `--target-nodes` states in all. The count comes from a calibration call (a small batch
   on the initial networks) before the measured iterations; the measured traversal phase is
   then also reported scaled to exactly `--target-nodes` states (`traversal_seconds_at_target`),
   so equal work is compared even when the count lands off target.

@@ -47,9 +47,9 @@ Scales (`--scale`; `auto`, the default, is `full` on a GPU/TPU backend and `redu
   configuration's own traversal, training and memory sizes.
 * reduced: 6 iterations, evaluation every 3 with 200 games, and `REDUCED_OVERRIDES` applied
   before the user's `--set`s (which win): the probe scheme with a uniform traverser, 32
-  probe traversals per player in one batch of 32
-  with branch probability 0.01 and at most 8 probes, 64 Adam steps on minibatches of 256 for
-  each advantage and strategy phase, reservoirs of 200,000. On an idle 2 vCPU machine a
+  probe traversals per player in one batch of 32 with branch probability 0.01 and at most
+  8 probes, 64 Adam steps on minibatches of 256 for each advantage and strategy phase,
+  reservoirs of 200,000. On an idle 2 vCPU machine a
   512 x 3 iteration takes ~7 s and a 768 x 3 one ~14 s, plus ~30 s of compilation and
   about a minute for the first evaluation (the matches compile). This scale checks the
   sweep end to end and gives a rough time-per-iteration ratio, not a verdict worth acting

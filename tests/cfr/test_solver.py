@@ -46,6 +46,8 @@ TINY = {
     "memory.strategy_capacity": 50_000,
     "optimization.strategy_train_every": 1,
 }
+# TINY as the script's command-line arguments.
+TINY_ARGS = [arg for key, value in TINY.items() for arg in ("--set", f"{key}={value}")]
 SEED = 0
 TARGET = 0.05
 MAX_ITERATIONS = 40
@@ -232,7 +234,7 @@ def test_small_game_config_rejects_unknown_names():
 def test_script_writes_to_runs_without_out(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     argv = ["--game", "kuhn", "--scheme", "external", "--seconds", "600", "--seed", "4", "--max-iterations", "1", "--quiet"]
-    solve_small.main(argv + [arg for key, value in TINY.items() for arg in ("--set", f"{key}={value}")])
+    solve_small.main(argv + TINY_ARGS)
     out = tmp_path / "runs" / "kuhn_external_seed4"
     assert sorted(p.name for p in out.iterdir()) == ["config.json", "curve.jsonl", "policy.json"]
     assert json.loads((out / "config.json").read_text())["seed"] == 4
@@ -245,7 +247,7 @@ def test_script_policy_loads_into_openspiel(tmp_path):
 
     argv = ["--game", "kuhn", "--scheme", "external", "--seconds", "600", "--out", str(tmp_path)]
     argv += ["--seed", "3", "--max-iterations", "3", "--quiet"]
-    argv += [arg for key, value in TINY.items() for arg in ("--set", f"{key}={value}")]
+    argv += TINY_ARGS
     final = solve_small.main(argv)
 
     rows = [json.loads(line) for line in (tmp_path / "curve.jsonl").read_text().splitlines()]
