@@ -374,6 +374,11 @@ def _iterate(solver, config: Config, run_path: Path, ckpt, run: _RunState, limit
         run.state, row = solver.iteration(run.state)
         run.iteration = int(run.state.iteration)
         final = run.iteration >= limit
+        stopping = final or interrupt.requested or (deadline is not None and time.monotonic() >= deadline)
+        if stopping and _strategy_fit_due_at_stop(config, run.iteration):
+            notify({"event": "phase", "phase": "strategy", "iteration": run.iteration})
+            run.state, fit = solver.train_strategy(run.state, keep_key=True)
+            row.update(fit)
         row.update({"time/evaluation_seconds": 0.0, "time/checkpoint_seconds": 0.0})
         row["time/evaluation_seconds"] = _evaluate_if_due(solver, config, run, row, final, notify)
         row = _jsonable(row)
@@ -384,6 +389,16 @@ def _iterate(solver, config: Config, run_path: Path, ckpt, run: _RunState, limit
             _append_metrics(run_path / METRICS_FILE, row)
         notify({"event": "iteration", "row": row, "last_eval": run.last_eval})
     return "max_iterations"
+
+
+def _strategy_fit_due_at_stop(config: Config, iteration: int) -> bool:
+    """Whether a run stopping after `iteration` fits the strategy network first: with fresh
+    strategy networks (`strategy_warm_start: false`) and the last scheduled phase behind it,
+    the final checkpoint then holds a network of the final reservoir. A resume is unchanged
+    by it (the next scheduled phase starts from a fresh network again, and the PRNG key is
+    kept), so the run still continues exactly."""
+    opt = config.optimization
+    return not opt.strategy_warm_start and iteration % opt.strategy_train_every != 0
 
 
 def _evaluate_if_due(solver, config: Config, run: _RunState, row: dict, final: bool, notify) -> float:

@@ -95,7 +95,10 @@ def test_default_yaml_values():
     assert t.probe.max_steps == 2 * cfg.rules.max_turns + 2
     assert (t.traversals_per_player, t.traversal_batch) == (512, 256)
     o = cfg.optimization
-    assert (o.advantage_steps, o.advantage_batch, o.strategy_steps, o.strategy_batch) == (512, 1024, 512, 1024)
+    assert (o.advantage_steps, o.advantage_batch, o.strategy_steps, o.strategy_batch) == (512, 1024, 5120, 1024)
+    # A fresh strategy network every 10 iterations, so every checkpoint and evaluation has one.
+    assert o.strategy_warm_start is False and o.strategy_train_every == 10
+    assert cfg.checkpoint.save_every % o.strategy_train_every == 0
     assert (o.learning_rate, o.grad_clip) == (1e-3, 1.0)
     m = cfg.memory
     assert (m.advantage_capacity, m.strategy_capacity, m.observation_storage) == (2_000_000, 2_000_000, "bfloat16")
@@ -616,9 +619,15 @@ def test_cpu_config_ships_measured_settings():
     """cpu.yaml continues the advantage networks from iteration to iteration, decays each
     training phase's learning rate and samples the traverser's trajectory from half
     safe_heuristic (docs/strength.md, "Warm advantage networks on Lost Cities", "A cosine
-    learning rate per phase", "Half safe_heuristic in the traverser's sampling policy"); its
-    value scheme and weights are unchanged."""
+    learning rate per phase", "Half safe_heuristic in the traverser's sampling policy"), fits a
+    fresh strategy network every 10 iterations ("A fresh strategy network"); its value scheme
+    and weights are unchanged."""
     cfg = C.load_config(CONFIG_DIR / "cpu.yaml")
+    o = cfg.optimization
+    assert (o.strategy_warm_start, o.strategy_train_every, o.strategy_steps) == (False, 10, 3000)
+    # Every checkpoint and evaluation holds a strategy network of its own iteration.
+    assert cfg.checkpoint.save_every % o.strategy_train_every == 0
+    assert cfg.evaluation.eval_every % o.strategy_train_every == 0
     assert cfg.optimization.warm_start is True
     assert cfg.optimization.lr_schedule == "cosine"
     assert (cfg.traversal.sampling_bot, cfg.traversal.sampling_bot_weight) == ("safe_heuristic", 0.5)

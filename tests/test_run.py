@@ -209,3 +209,30 @@ def test_cli_evaluate_small_game(straight, capsys):
     assert cli.main(["evaluate", "--checkpoint", str(straight.run_dir), "--policy", "current,current_greedy"]) == 0
     out = capsys.readouterr().out
     assert "current_greedy read-off: exploitability" in out
+
+
+def test_fresh_strategy_network_is_fitted_at_a_stop_between_phases(tmp_path):
+    """strategy_warm_start false, a phase every 2 iterations: a run stopping after iteration
+    3 fits the strategy network on its final reservoir before the last checkpoint, and a
+    resume from there still continues exactly as a run straight through."""
+    from lcjax.run import load_run
+
+    d = {**TINY, "optimization": {**TINY["optimization"], "strategy_train_every": 2, "strategy_warm_start": False}}
+    config = config_from_dict(d)
+    straight = train(config, run_dir=tmp_path / "straight")
+    first = train(config, run_dir=tmp_path / "stopped", max_iterations=3)
+    rows = read_metrics(tmp_path / "stopped")
+    # Iteration 3 is off the schedule: its row has the stop's strategy fit.
+    assert "loss/strategy" in rows[2] and "loss/strategy" not in read_metrics(tmp_path / "straight")[2]
+    _, at2, _ = load_run(tmp_path / "stopped", step=2)
+    _, at3, _ = load_run(tmp_path / "stopped", step=3)
+    changed = [not np.array_equal(np.asarray(x), np.asarray(y))
+               for x, y in zip(jax.tree_util.tree_leaves(at2.strategy_params), jax.tree_util.tree_leaves(at3.strategy_params))]
+    assert any(changed)
+    np.testing.assert_array_equal(jax.random.key_data(first.state.key), jax.random.key_data(at3.key))
+    resumed = train(None, resume=tmp_path / "stopped")
+    assert resumed.iteration == 4
+    for x, y in zip(jax.tree_util.tree_leaves(straight.state), jax.tree_util.tree_leaves(resumed.state), strict=True):
+        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+            x, y = jax.random.key_data(x), jax.random.key_data(y)
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))

@@ -13,7 +13,8 @@ compiles each phase once:
   continued, `warm_start`), for `advantage_steps` Adam steps on minibatches drawn from its
   reservoir, in one `lax.scan`;
 * strategy training: the average-strategy network on the strategy reservoir, every
-  `strategy_train_every` iterations.
+  `strategy_train_every` iterations, continued (`strategy_warm_start`, the default) or
+  fitted afresh to the whole reservoir.
 
 Given a mesh of several devices (`DeepCFR(game, config, mesh)`), every phase is its
 data-parallel program instead (`lcjax.cfr.mesh`); one device runs the programs above.
@@ -348,7 +349,7 @@ class DeepCFR:
         iteration = int(state.iteration) + 1
         if iteration % self.config.optimization.strategy_train_every == 0:
             t0 = time.perf_counter()
-            strat_params, strat_opt, fit = self._train_strategy(keys[4], strat_params, strat_opt, strat_memory)
+            strat_params, strat_opt, fit = self._fit_strategy(keys[4], strat_params, strat_opt, strat_memory)
             metrics.update(_strategy_fit_metrics(fit))
             timing["strategy_train"] = time.perf_counter() - t0
         new_state = SolverState(
@@ -398,18 +399,31 @@ class DeepCFR:
             params, opt = self._fresh_network(k_init)
         return self._train_advantage(k_train, params, opt, memory)
 
-    def train_strategy(self, state: SolverState) -> tuple[SolverState, dict[str, float]]:
+    def _fit_strategy(self, key, params, opt, memory):
+        """One strategy phase on `memory`: from `params`/`opt` with `strategy_warm_start`,
+        else from a fresh network (its init key folded out of `key`, so the train key is the
+        same either way)."""
+        if not self.config.optimization.strategy_warm_start:
+            params, opt = self._fresh_network(jax.random.fold_in(key, 1))
+        return self._train_strategy(key, params, opt, memory)
+
+    def train_strategy(self, state: SolverState, *, keep_key: bool = False) -> tuple[SolverState, dict[str, float]]:
         """One extra strategy phase (`strategy_steps` steps) outside the iteration cadence.
 
         For runs with `strategy_train_every > 1` that end (or are measured) between two
-        scheduled phases. The PRNG key advances, the iteration counter does not.
+        scheduled phases. The iteration counter does not advance; the PRNG key does, unless
+        `keep_key` (the phase then draws from a key folded out of the state's, so the next
+        iterations are those the state would have run without it).
 
         Returns the new state and `loss/strategy`, `nonfinite/strategy` and
         `time/strategy_train_seconds`.
         """
         t0 = time.perf_counter()
-        key, k_train = jax.random.split(state.key)
-        params, opt, fit = self._train_strategy(k_train, state.strategy_params, state.strategy_opt, state.strategy_memory)
+        if keep_key:
+            key, k_train = state.key, jax.random.fold_in(state.key, 2)
+        else:
+            key, k_train = jax.random.split(state.key)
+        params, opt, fit = self._fit_strategy(k_train, state.strategy_params, state.strategy_opt, state.strategy_memory)
         metrics = _strategy_fit_metrics(fit)
         metrics["time/strategy_train_seconds"] = time.perf_counter() - t0
         return state._replace(key=key, strategy_params=params, strategy_opt=opt), metrics

@@ -269,3 +269,28 @@ def test_script_policy_loads_into_openspiel(tmp_path):
         tabular.policy_for_key(key)[:] = probs
     theirs = openspiel_exploitability.exploitability(game, tabular)
     assert abs(theirs - rows[-1]["exploitability"]) < 1e-6
+
+
+def test_fresh_strategy_phase_ignores_the_previous_network(run, solver, config):
+    """strategy_warm_start false: a phase fits a fresh network, so its result does not
+    depend on the strategy network it is given (warm, it does); keep_key keeps the PRNG key."""
+    state, _, _ = run
+    # A fresh network needs the steps the warm one took over its iterations (15 x 100).
+    opt = dataclasses.replace(config.optimization, strategy_warm_start=False, strategy_steps=1500)
+    fresh = make_solver(GAME, dataclasses.replace(config, optimization=opt))
+    scrambled = state._replace(strategy_params=jax.tree.map(lambda x: x + 0.5, state.strategy_params))
+    a, metrics = fresh.train_strategy(state, keep_key=True)
+    b, _ = fresh.train_strategy(scrambled, keep_key=True)
+    for x, y in zip(jax.tree_util.tree_leaves(a.strategy_params), jax.tree_util.tree_leaves(b.strategy_params), strict=True):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    np.testing.assert_array_equal(jax.random.key_data(a.key), jax.random.key_data(state.key))
+    assert metrics["loss/strategy"] > 0 and metrics["nonfinite/strategy"] == 0
+    # The fresh fit of the reservoir plays the average strategy as the warm network does
+    # (the run stopped within TARGET 0.05); uniform play is 0.458 exploitable.
+    assert ex.exploitability(GAME, fresh.average_policy_fn(a)) < 0.1
+    warm_a, _ = solver.train_strategy(state, keep_key=True)
+    warm_b, _ = solver.train_strategy(scrambled, keep_key=True)
+    assert not np.array_equal(
+        np.asarray(jax.tree_util.tree_leaves(warm_a.strategy_params)[0]),
+        np.asarray(jax.tree_util.tree_leaves(warm_b.strategy_params)[0]),
+    )
