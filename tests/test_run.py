@@ -81,19 +81,21 @@ def test_run_directory_layout_and_metrics(straight):
     assert straight.stopped_by == "max_iterations" and straight.iteration == 4
 
 
+def _assert_same_state(a, b):
+    """Every leaf of two solver states equal (PRNG keys by their key data)."""
+    for x, y in zip(jax.tree_util.tree_leaves(a), jax.tree_util.tree_leaves(b), strict=True):
+        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+            x, y = jax.random.key_data(x), jax.random.key_data(y)
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
 def test_resume_continues_exactly(straight, tmp_path):
     config = config_from_dict(TINY)
     first = train(config, run_dir=tmp_path / "resumed", max_iterations=2)
     assert first.iteration == 2
     resumed = train(None, resume=tmp_path / "resumed")
     assert resumed.iteration == 4
-    a = jax.tree_util.tree_leaves(straight.state)
-    b = jax.tree_util.tree_leaves(resumed.state)
-    assert len(a) == len(b)
-    for x, y in zip(a, b):
-        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
-            x, y = jax.random.key_data(x), jax.random.key_data(y)
-        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    _assert_same_state(straight.state, resumed.state)
     assert _strip_timings(read_metrics(straight.run_dir)) == _strip_timings(read_metrics(tmp_path / "resumed"))
 
 
@@ -232,7 +234,4 @@ def test_fresh_strategy_network_is_fitted_at_a_stop_between_phases(tmp_path):
     np.testing.assert_array_equal(jax.random.key_data(first.state.key), jax.random.key_data(at3.key))
     resumed = train(None, resume=tmp_path / "stopped")
     assert resumed.iteration == 4
-    for x, y in zip(jax.tree_util.tree_leaves(straight.state), jax.tree_util.tree_leaves(resumed.state), strict=True):
-        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
-            x, y = jax.random.key_data(x), jax.random.key_data(y)
-        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    _assert_same_state(straight.state, resumed.state)
