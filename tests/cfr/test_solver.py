@@ -281,8 +281,8 @@ def test_fresh_strategy_phase_ignores_the_previous_network(run, solver, config):
     scrambled = state._replace(strategy_params=jax.tree.map(lambda x: x + 0.5, state.strategy_params))
     a, metrics = fresh.train_strategy(state, keep_key=True)
     b, _ = fresh.train_strategy(scrambled, keep_key=True)
-    for x, y in zip(jax.tree_util.tree_leaves(a.strategy_params), jax.tree_util.tree_leaves(b.strategy_params), strict=True):
-        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    for x, y in zip(_leaves(a.strategy_params), _leaves(b.strategy_params), strict=True):
+        np.testing.assert_array_equal(x, y)
     np.testing.assert_array_equal(jax.random.key_data(a.key), jax.random.key_data(state.key))
     assert metrics["loss/strategy"] > 0 and metrics["nonfinite/strategy"] == 0
     # The fresh fit of the reservoir plays the average strategy as the warm network does
@@ -290,7 +290,4 @@ def test_fresh_strategy_phase_ignores_the_previous_network(run, solver, config):
     assert ex.exploitability(GAME, fresh.average_policy_fn(a)) < 0.1
     warm_a, _ = solver.train_strategy(state, keep_key=True)
     warm_b, _ = solver.train_strategy(scrambled, keep_key=True)
-    assert not np.array_equal(
-        np.asarray(jax.tree_util.tree_leaves(warm_a.strategy_params)[0]),
-        np.asarray(jax.tree_util.tree_leaves(warm_b.strategy_params)[0]),
-    )
+    assert not np.array_equal(_leaves(warm_a.strategy_params)[0], _leaves(warm_b.strategy_params)[0])
