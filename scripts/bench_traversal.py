@@ -8,9 +8,9 @@ roofline; terminal states and unprobed traverser moves on the main trajectory ne
 
 The traversal settings (network, branch probability, probes, step bound, lane pool) are the
 run config's (`configs/deep_cfr/default.yaml` unless `--config`), with `--set` overrides as
-in `lcjax train`; only the number of traversals per call varies, over `--batches`. One call
-at the default config's `traversal_batch` (256) visits about ten million states, minutes
-on a CPU, so the default batches are smaller; on a GPU add 256.
+in `lcjax train`; only the number of traversals per call varies, over `--batches`. One probe
+call of 256 traversals visits about ten million states, minutes on a CPU, so the default
+batches are smaller; on a GPU add 256 (the default config's `traversal_batch` is 1024).
 
     python scripts/bench_traversal.py                               # default config, batches 4,16,64
     python scripts/bench_traversal.py --batches 16,64,256 --json bench_traversal.json

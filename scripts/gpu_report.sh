@@ -94,7 +94,7 @@ else
     step bench_traversal_value 60 "$PYTHON" "$S/bench_traversal.py" --scheme value --batches 16,64,256 --json "$OUT/bench_traversal_value.json"
     step bench_iteration 90 "$PYTHON" "$S/bench_iteration.py" --repeats 1 --json "$OUT/bench_iteration.json"
     step bench_precision 50 "$PYTHON" "$S/bench_precision.py" --repeats 3 --json "$OUT/bench_precision.json"
-    step bench_scaling 120 "$PYTHON" "$S/bench_scaling.py" --config "$DEFAULT" --set traversal.traversals_per_player=256 \
+    step bench_scaling 120 "$PYTHON" "$S/bench_scaling.py" --config "$DEFAULT" --set traversal.traversals_per_player=256 --set traversal.traversal_batch=256 \
         --set optimization.advantage_steps=128 --set optimization.strategy_steps=128 \
         --devices "$DEVICES" --repeats 1 --json "$OUT/bench_scaling.json"
     step train 120 "$PYTHON" -m lcjax.cli train --config "$DEFAULT" --set run.max_iterations=3 --set evaluation.eval_every=3 \

@@ -93,16 +93,19 @@ def test_default_yaml_values():
     expected_probes = 150 * t.probe.branch_probability
     assert 1.5 * expected_probes <= t.probe.max_probes <= 2.5 * expected_probes
     assert t.probe.max_steps == 2 * cfg.rules.max_turns + 2
-    assert (t.traversals_per_player, t.traversal_batch) == (512, 256)
+    # The data of the 4x run measured on one H200 (docs/strength.md, "On a GPU").
+    assert (t.traversals_per_player, t.traversal_batch) == (2048, 1024)
+    v = t.value
+    assert (v.value_games, v.value_batch, v.value_capacity, v.value_steps) == (4096, 4096, 524288, 1000)
     o = cfg.optimization
-    assert (o.advantage_steps, o.advantage_batch, o.strategy_steps, o.strategy_batch) == (512, 1024, 5120, 1024)
+    assert (o.advantage_steps, o.advantage_batch, o.strategy_steps, o.strategy_batch) == (512, 4096, 5120, 4096)
     # A fresh strategy network every 10 iterations, so every checkpoint and evaluation has one.
     assert o.strategy_warm_start is False and o.strategy_train_every == 10
     assert cfg.checkpoint.save_every % o.strategy_train_every == 0
     assert (o.learning_rate, o.grad_clip) == (1e-3, 1.0)
     m = cfg.memory
     assert (m.advantage_capacity, m.strategy_capacity, m.observation_storage) == (2_000_000, 2_000_000, "bfloat16")
-    assert (cfg.checkpoint.save_every, cfg.checkpoint.keep) == (10, 3)
+    assert (cfg.checkpoint.save_every, cfg.checkpoint.keep) == (50, 3)
     e = cfg.evaluation
     assert (e.eval_every, e.games) == (10, 1000)
     assert e.opponents == ("random", "passive_discard", "safe_heuristic")
