@@ -623,9 +623,15 @@ def test_cpu_config_ships_measured_settings():
     training phase's learning rate and samples the traverser's trajectory from half
     safe_heuristic (docs/strength.md, "Warm advantage networks on Lost Cities", "A cosine
     learning rate per phase", "Half safe_heuristic in the traverser's sampling policy"), fits a
-    fresh strategy network every 10 iterations ("A fresh strategy network"); its value scheme
+    fresh strategy network every 10 iterations ("A fresh strategy network") and takes twice
+    the data per iteration it first had ("Twice the data per iteration"); its value scheme
     and weights are unchanged."""
     cfg = C.load_config(CONFIG_DIR / "cpu.yaml")
+    t = cfg.traversal
+    assert (t.traversals_per_player, t.traversal_batch) == (256, 256)
+    assert (t.value.value_games, t.value.value_capacity, t.value.value_batch) == (1024, 65536, 1024)
+    assert (cfg.optimization.advantage_batch, cfg.optimization.strategy_batch) == (1024, 1024)
+    assert (cfg.evaluation.eval_every, cfg.evaluation.extended_every) == (20, 40)
     o = cfg.optimization
     assert (o.strategy_warm_start, o.strategy_train_every, o.strategy_steps) == (False, 10, 3000)
     # Every checkpoint and evaluation holds a strategy network of its own iteration.
