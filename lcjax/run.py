@@ -366,15 +366,18 @@ def _iterate(solver, config: Config, run_path: Path, ckpt, run: _RunState, limit
     """Iterations until `limit`, the deadline or a Ctrl-C; returns what stopped them."""
     deadline = None if config.run.max_minutes is None else time.monotonic() + 60.0 * config.run.max_minutes
     while run.iteration < limit:
-        if deadline is not None and time.monotonic() >= deadline:
-            return "max_minutes"
         if interrupt.requested:
             return "interrupt"
         notify({"event": "phase", "phase": "iteration", "iteration": run.iteration + 1})
         run.state, row = solver.iteration(run.state)
         run.iteration = int(run.state.iteration)
-        final = run.iteration >= limit
-        stopping = final or interrupt.requested or (deadline is not None and time.monotonic() >= deadline)
+        # The last iteration of a run is evaluated and checkpointed whatever the schedule,
+        # whether `run.max_iterations` or `run.max_minutes` ends it, so the learning curve
+        # and the end-of-run table describe the final checkpoint. A Ctrl-C skips the
+        # evaluation (the user asked to stop) but still saves.
+        out_of_time = deadline is not None and time.monotonic() >= deadline
+        final = run.iteration >= limit or out_of_time
+        stopping = final or interrupt.requested
         if stopping and _strategy_fit_due_at_stop(config, run.iteration):
             notify({"event": "phase", "phase": "strategy", "iteration": run.iteration})
             run.state, fit = solver.train_strategy(run.state, keep_key=True)
@@ -388,6 +391,8 @@ def _iterate(solver, config: Config, run_path: Path, ckpt, run: _RunState, limit
         if distributed.is_main_process():
             _append_metrics(run_path / METRICS_FILE, row)
         notify({"event": "iteration", "row": row, "last_eval": run.last_eval})
+        if out_of_time and run.iteration < limit:
+            return "max_minutes"
     return "max_iterations"
 
 

@@ -235,3 +235,23 @@ def test_fresh_strategy_network_is_fitted_at_a_stop_between_phases(tmp_path):
     resumed = train(None, resume=tmp_path / "stopped")
     assert resumed.iteration == 4
     _assert_same_state(straight.state, resumed.state)
+
+
+def test_a_run_stopped_by_max_minutes_evaluates_and_saves_its_last_iteration(tmp_path):
+    """run.max_minutes ends the run after the iteration in flight; that iteration is evaluated
+    (off the eval_every schedule) and checkpointed, so the summary describes the checkpoint."""
+    from lcjax.run import load_run
+
+    # 0.6 ms: the first iteration (which compiles) always outlasts it.
+    d = {**TINY, "run": {**TINY["run"], "max_minutes": 1e-5}, "evaluation": {"eval_every": 3}}
+    result = train(config_from_dict(d), run_dir=tmp_path / "timed")
+    assert result.stopped_by == "max_minutes"
+    assert result.iteration == 1
+    rows = read_metrics(tmp_path / "timed")
+    assert [r["iteration"] for r in rows] == [1]
+    assert rows[0]["eval/exploitability"] > 0
+    assert rows[0]["time/evaluation_seconds"] > 0
+    assert result.last_eval_iteration == 1
+    assert result.last_eval["eval/exploitability"] == rows[0]["eval/exploitability"]
+    _, state, _ = load_run(tmp_path / "timed")
+    assert int(state.iteration) == 1
