@@ -78,6 +78,8 @@ _COPIED = (
     "time/memory_add_seconds",
     "time/advantage_train_seconds",
     "time/strategy_train_seconds",
+    "time/value_data_seconds",
+    "time/value_train_seconds",
 )
 
 
