@@ -623,7 +623,8 @@ def test_cpu_config_ships_measured_settings():
     training phase's learning rate and samples the traverser's trajectory from half
     safe_heuristic (docs/strength.md, "Warm advantage networks on Lost Cities", "A cosine
     learning rate per phase", "Half safe_heuristic in the traverser's sampling policy"), fits a
-    fresh strategy network every 10 iterations ("A fresh strategy network") and takes twice
+    fresh strategy network every 20 iterations ("A fresh strategy network", "The strategy
+    network fitted only where it is read") and takes twice
     the data per iteration it first had ("Twice the data per iteration"); its value scheme
     and weights are unchanged."""
     cfg = C.load_config(CONFIG_DIR / "cpu.yaml")
@@ -633,7 +634,8 @@ def test_cpu_config_ships_measured_settings():
     assert (cfg.optimization.advantage_batch, cfg.optimization.strategy_batch) == (1024, 1024)
     assert (cfg.evaluation.eval_every, cfg.evaluation.extended_every) == (20, 40)
     o = cfg.optimization
-    assert (o.strategy_warm_start, o.strategy_train_every, o.strategy_steps) == (False, 10, 3000)
+    assert (o.strategy_warm_start, o.strategy_train_every, o.strategy_steps) == (False, 20, 3000)
+    assert cfg.checkpoint.save_every == 20
     # Every checkpoint and evaluation holds a strategy network of its own iteration.
     assert cfg.checkpoint.save_every % o.strategy_train_every == 0
     assert cfg.evaluation.eval_every % o.strategy_train_every == 0
