@@ -87,6 +87,7 @@ def test_default_yaml_values():
     # probe section stays sized for `--set traversal.scheme=probe`.
     assert t.scheme == "value"
     assert (t.sampling_bot, t.sampling_bot_weight) == ("safe_heuristic", 0.5)
+    assert (cfg.optimization.advantage_weight_power, cfg.optimization.strategy_weight_power) == (2.0, 1.0)
     assert t.value.max_steps == 2 * cfg.rules.max_turns + 2
     assert cfg.optimization.warm_start is True and cfg.optimization.lr_schedule == "cosine"
     assert 0.1 <= t.probe.branch_probability <= 0.2
@@ -625,8 +626,8 @@ def test_cpu_config_ships_measured_settings():
     learning rate per phase", "Half safe_heuristic in the traverser's sampling policy"), fits a
     fresh strategy network every 20 iterations ("A fresh strategy network", "The strategy
     network fitted only where it is read") and takes twice
-    the data per iteration it first had ("Twice the data per iteration"); its value scheme
-    and weights are unchanged."""
+    the data per iteration it first had ("Twice the data per iteration"), and weighs regrets
+    t^2 ("Regrets weighted t^2"); its value scheme is unchanged."""
     cfg = C.load_config(CONFIG_DIR / "cpu.yaml")
     t = cfg.traversal
     assert (t.traversals_per_player, t.traversal_batch) == (256, 256)
@@ -643,5 +644,5 @@ def test_cpu_config_ships_measured_settings():
     assert cfg.optimization.lr_schedule == "cosine"
     assert (cfg.traversal.sampling_bot, cfg.traversal.sampling_bot_weight) == ("safe_heuristic", 0.5)
     assert cfg.traversal.scheme == "value"
-    assert (cfg.optimization.advantage_weight_power, cfg.optimization.strategy_weight_power) == (1.0, 1.0)
+    assert (cfg.optimization.advantage_weight_power, cfg.optimization.strategy_weight_power) == (2.0, 1.0)
     assert C.load_config(CONFIG_DIR / "cpu.yaml", ["optimization.warm_start=false"]).optimization.warm_start is False
