@@ -625,9 +625,9 @@ def test_cpu_config_ships_measured_settings():
     safe_heuristic (docs/strength.md, "Warm advantage networks on Lost Cities", "A cosine
     learning rate per phase", "Half safe_heuristic in the traverser's sampling policy"), fits a
     fresh strategy network every 20 iterations ("A fresh strategy network", "The strategy
-    network fitted only where it is read") and takes twice
-    the data per iteration it first had ("Twice the data per iteration"), and weighs regrets
-    t^2 ("Regrets weighted t^2"); its value scheme is unchanged."""
+    network fitted only where it is read"), takes twice the data per iteration it first had
+    ("Twice the data per iteration") and weighs regrets t^2 ("Regrets weighted t^2"); its
+    value scheme is unchanged."""
     cfg = C.load_config(CONFIG_DIR / "cpu.yaml")
     t = cfg.traversal
     assert (t.traversals_per_player, t.traversal_batch) == (256, 256)
