@@ -129,7 +129,8 @@ def main(argv=None) -> int:
     game = lc_config.make_game(config)
     net, cfg = sc.network, getattr(sc.traversal, args.scheme)
     spec = NetworkSpec(game.observation_size, game.num_actions, net.hidden_size, net.num_layers,
-                       skip_connections=net.skip_connections, layer_norm=net.layer_norm, dtype=sc.precision)
+                       skip_connections=net.skip_connections, layer_norm=net.layer_norm, dtype=sc.precision,
+                       activation=net.activation)
     detail = (f"branch_probability {cfg.branch_probability}, max_probes {cfg.max_probes}" if args.scheme == "probe"
               else f"sample_probability {cfg.sample_probability}, max_samples {cfg.max_samples}")
     print(f"Lost Cities {args.scheme} traversal, {net.hidden_size} x {net.num_layers} {sc.precision} network, "

@@ -367,6 +367,7 @@ def test_section_must_be_mapping(tmp_path):
         ("run.seed=true", "run.seed", "True", "integer"),
         ("network.layer_norm=1", "network.layer_norm", "1", "true or false"),
         ("network.skip_connections='yes'", "network.skip_connections", "'yes'", "true or false"),
+        ("network.activation=tanh", "network.activation", "'tanh'", "relu, silu, leaky_relu"),
         ("optimization.learning_rate=fast", "optimization.learning_rate", "'fast'", "positive number"),
         ("optimization.learning_rate=0", "optimization.learning_rate", "0", "positive number"),
         ("optimization.grad_clip=-1", "optimization.grad_clip", "-1", ">= 0"),
@@ -607,6 +608,15 @@ def test_kuhn_value_scheme_ships_flatter_weights():
     # small_game_config's own overrides still win over the file's scheme_overrides.
     opt = C.small_game_config("kuhn", "value", **{"optimization.strategy_weight_power": 0.5}).optimization
     assert opt.strategy_weight_power == 0.5
+
+
+def test_kuhn_value_scheme_ships_silu_networks():
+    """kuhn.yaml's value scheme uses SiLU units (ReLU units of its history-value network
+    died, docs/strength.md "Kuhn: dead ReLUs"); external and probe keep ReLU."""
+    for scheme in ("external", "probe"):
+        assert C.small_game_config("kuhn", scheme).network.activation == "relu"
+    assert C.small_game_config("kuhn", "value").network.activation == "silu"
+    assert C.small_game_config("kuhn", "value", **{"network.activation": "relu"}).network.activation == "relu"
 
 
 def test_leduc_value_scheme_ships_fresh_advantage_networks():

@@ -24,13 +24,24 @@ import jax
 import jax.numpy as jnp
 from flax import nnx
 
-from lcjax.settings import Bool, Int, Settings, setting
+from lcjax.settings import Bool, Choice, Int, Settings, setting
 
 Array = jax.Array
 Params = Any
 
 # Compute dtypes of the networks (their parameters stay float32).
 PRECISIONS = ("float32", "bfloat16")
+
+# The hidden layers' nonlinearity, by name. ReLU units can die: once a unit's input is
+# negative on every state it sees, no gradient reaches it again, and a small warm-started
+# network can lose every unit on some inputs, whose output is then frozen at the output
+# bias (seen on Kuhn's history-value network, docs/strength.md "Kuhn: dead ReLUs"). SiLU
+# and leaky ReLU pass a gradient everywhere.
+ACTIVATIONS: dict[str, Callable[[Array], Array]] = {
+    "relu": jax.nn.relu,
+    "silu": jax.nn.silu,
+    "leaky_relu": functools.partial(jax.nn.leaky_relu, negative_slope=0.01),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,16 +53,20 @@ class NetworkConfig(Settings):
       num_layers: number of hidden layers (0 gives a linear model).
       skip_connections: residual connections between hidden layers of equal width.
       layer_norm: LayerNorm on the last hidden features before the output layer.
+      activation: the hidden layers' nonlinearity, one of `ACTIVATIONS` ("relu", "silu",
+        "leaky_relu").
     """
 
     hidden_size: int = setting(64, Int(1))
     num_layers: int = setting(2, Int(0))
     skip_connections: bool = setting(False, Bool())
     layer_norm: bool = setting(False, Bool())
+    activation: str = setting("relu", Choice(tuple(ACTIVATIONS)))
 
 
 class MLP(nnx.Module):
-    """`num_layers` hidden Dense+ReLU layers, then a linear output layer.
+    """`num_layers` hidden Dense layers with `activation` (ReLU by default), then a linear
+    output layer.
 
     Parameters are always float32; the hidden layers compute in `dtype`. The optional
     LayerNorm (on the last hidden features, as the Deep CFR paper normalizes the input of
@@ -68,6 +83,7 @@ class MLP(nnx.Module):
         num_layers: int = 3,
         skip_connections: bool = False,
         layer_norm: bool = False,
+        activation: str = "relu",
         dtype: Any = jnp.float32,
         rngs: nnx.Rngs,
     ):
@@ -79,11 +95,15 @@ class MLP(nnx.Module):
         skip_connections: add each hidden layer's input to its output (residual), for
           every hidden layer after the first (they all have width hidden_size).
         layer_norm: LayerNorm on the last hidden features before the output layer.
+        activation: the hidden layers' nonlinearity, a key of `ACTIVATIONS`.
         dtype: computation dtype of the hidden layers (float32 or bfloat16).
         rngs: NNX random streams for initialization.
         """
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {', '.join(ACTIVATIONS)}, got {activation!r}")
         self.num_layers = num_layers
         self.skip_connections = skip_connections
+        self.activation = activation
         self.dtype = jnp.dtype(dtype)
         width = in_size
         # Named attributes rather than an nnx.List so that parameter paths are all strings
@@ -112,7 +132,7 @@ class MLP(nnx.Module):
         """
         h = jnp.asarray(x).astype(self.dtype)
         for i in range(self.num_layers):
-            z = jax.nn.relu(getattr(self, f"hidden_{i}")(h))
+            z = ACTIVATIONS[self.activation](getattr(self, f"hidden_{i}")(h))
             # The first layer changes width, so residuals start at the second.
             h = h + z if (self.skip_connections and i > 0) else z
         h = h.astype(jnp.float32)
@@ -132,6 +152,7 @@ class NetworkSpec(NamedTuple):
       skip_connections: residual connections between hidden layers.
       layer_norm: LayerNorm before the output layer.
       dtype: computation dtype name, "float32" or "bfloat16" (a dtype object also works).
+      activation: the hidden layers' nonlinearity, a key of `ACTIVATIONS`.
     """
 
     in_size: int
@@ -141,6 +162,7 @@ class NetworkSpec(NamedTuple):
     skip_connections: bool = False
     layer_norm: bool = False
     dtype: Any = "float32"
+    activation: str = "relu"
 
 
 def build_mlp(spec: NetworkSpec, key: Array) -> MLP:
@@ -152,6 +174,7 @@ def build_mlp(spec: NetworkSpec, key: Array) -> MLP:
         num_layers=spec.num_layers,
         skip_connections=spec.skip_connections,
         layer_norm=spec.layer_norm,
+        activation=spec.activation,
         dtype=jnp.dtype(spec.dtype),
         rngs=nnx.Rngs(params=key),
     )

@@ -126,6 +126,7 @@ class _Phases:
             num_layers=config.network.num_layers,
             skip_connections=config.network.skip_connections,
             layer_norm=config.network.layer_norm,
+            activation=config.network.activation,
             dtype=config.precision,
         )
         self.apply_fn = make_apply(network_graphdef(self.spec))

@@ -15,6 +15,7 @@ import numpy as np
 from flax import nnx
 
 from lcjax.cfr.networks import (
+    ACTIVATIONS,
     MLP,
     NetworkSpec,
     apply_network,
@@ -38,12 +39,19 @@ def _inputs(shape, seed=0):
     return jnp.asarray(np.random.default_rng(seed).normal(size=shape).astype(np.float32))
 
 
+_NUMPY_ACTIVATIONS = {
+    "relu": lambda z: np.maximum(z, 0.0),
+    "silu": lambda z: z / (1.0 + np.exp(-z)),
+    "leaky_relu": lambda z: np.where(z > 0, z, 0.01 * z),
+}
+
+
 def _reference_forward(params, x, spec):
     """The documented architecture in float64 numpy."""
     h = np.asarray(x, np.float64)
     for i in range(spec.num_layers):
         layer = params[f"hidden_{i}"]
-        z = np.maximum(h @ np.asarray(layer["kernel"]) + np.asarray(layer["bias"]), 0.0)
+        z = _NUMPY_ACTIVATIONS[spec.activation](h @ np.asarray(layer["kernel"]) + np.asarray(layer["bias"]))
         h = h + z if (spec.skip_connections and i > 0) else z
     if spec.layer_norm:
         mean = h.mean(-1, keepdims=True)
@@ -146,6 +154,42 @@ def test_skip_connections_and_layer_norm_variants():
     # Same parameters, different wiring: outputs differ.
     assert not np.allclose(outputs[False, False], outputs[True, False])
     assert not np.allclose(outputs[False, False], outputs[False, True])
+
+
+def test_activations_match_reference_and_differ():
+    _, params = _network()
+    x = _inputs((7, 6), seed=3)
+    assert set(ACTIVATIONS) == set(_NUMPY_ACTIVATIONS)
+    outputs = {}
+    for name in ACTIVATIONS:
+        spec = SPEC._replace(activation=name)
+        out = jax.jit(make_apply(network_graphdef(spec)))(params, x)
+        np.testing.assert_allclose(out, _reference_forward(params, x, spec), rtol=1e-4, atol=1e-5)
+        outputs[name] = np.asarray(out)
+    assert not np.allclose(outputs["relu"], outputs["silu"])
+    assert not np.allclose(outputs["relu"], outputs["leaky_relu"])
+
+
+def test_dead_relu_units_pass_no_gradient_unlike_silu_and_leaky_relu():
+    """Every first-layer unit negative on the inputs: a ReLU network's hidden weights get no
+    gradient (the units can never recover), SiLU and leaky ReLU ones do."""
+    _, params = _network()
+    dead = dict(params, hidden_0=dict(params["hidden_0"], bias=jnp.full((32,), -10.0)))
+    x = _inputs((8, 6), seed=4)
+    for name in ACTIVATIONS:
+        apply = make_apply(network_graphdef(SPEC._replace(activation=name)))
+        grads = jax.grad(lambda p: jnp.sum(apply(p, x) ** 2))(dead)
+        hidden_norm = float(sum(jnp.abs(g).sum() for g in jax.tree.leaves(grads["hidden_0"])))
+        assert (hidden_norm == 0.0) == (name == "relu"), (name, hidden_norm)
+
+
+def test_unknown_activation_is_rejected():
+    try:
+        MLP(3, 2, activation="tanh", rngs=nnx.Rngs(params=KEY))
+    except ValueError as err:
+        assert "tanh" in str(err) and "silu" in str(err)
+    else:
+        raise AssertionError("MLP accepted activation='tanh'")
 
 
 def test_zero_hidden_layers_is_linear():
