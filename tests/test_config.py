@@ -81,7 +81,7 @@ def test_shipped_configs_are_package_data():
 def test_default_yaml_values():
     cfg = C.load_config(CONFIG_DIR / "default.yaml")
     assert cfg.game == "lost_cities"
-    assert (cfg.network.hidden_size, cfg.network.num_layers) == (512, 3)
+    assert (cfg.network.hidden_size, cfg.network.num_layers, cfg.network.activation) == (512, 3, "silu")
     t = cfg.traversal
     # The value scheme with cpu.yaml's measured learning settings (docs/strength.md); the
     # probe section stays sized for `--set traversal.scheme=probe`.
@@ -636,8 +636,8 @@ def test_cpu_config_ships_measured_settings():
     learning rate per phase", "Half safe_heuristic in the traverser's sampling policy"), fits a
     fresh strategy network every 20 iterations ("A fresh strategy network", "The strategy
     network fitted only where it is read"), takes twice the data per iteration it first had
-    ("Twice the data per iteration") and weighs regrets t^2 ("Regrets weighted t^2"); its
-    value scheme is unchanged."""
+    ("Twice the data per iteration"), weighs regrets t^2 ("Regrets weighted t^2") and uses
+    SiLU units ("SiLU units"); its value scheme is unchanged."""
     cfg = C.load_config(CONFIG_DIR / "cpu.yaml")
     t = cfg.traversal
     assert (t.traversals_per_player, t.traversal_batch) == (256, 256)
@@ -655,4 +655,5 @@ def test_cpu_config_ships_measured_settings():
     assert (cfg.traversal.sampling_bot, cfg.traversal.sampling_bot_weight) == ("safe_heuristic", 0.5)
     assert cfg.traversal.scheme == "value"
     assert (cfg.optimization.advantage_weight_power, cfg.optimization.strategy_weight_power) == (2.0, 1.0)
+    assert cfg.network.activation == "silu"
     assert C.load_config(CONFIG_DIR / "cpu.yaml", ["optimization.warm_start=false"]).optimization.warm_start is False
