@@ -368,6 +368,7 @@ def test_section_must_be_mapping(tmp_path):
         ("network.layer_norm=1", "network.layer_norm", "1", "true or false"),
         ("network.skip_connections='yes'", "network.skip_connections", "'yes'", "true or false"),
         ("network.activation=tanh", "network.activation", "'tanh'", "relu, silu, leaky_relu"),
+        ("traversal.value.value_activation=tanh", "traversal.value.value_activation", "'tanh'", "network, relu, silu"),
         ("optimization.learning_rate=fast", "optimization.learning_rate", "'fast'", "positive number"),
         ("optimization.learning_rate=0", "optimization.learning_rate", "0", "positive number"),
         ("optimization.grad_clip=-1", "optimization.grad_clip", "-1", ">= 0"),

@@ -41,9 +41,11 @@ Params = Any
 
 def value_spec(game, cfg: ValueConfig, advantage_spec: NetworkSpec) -> NetworkSpec:
     """The history-value network's architecture: the advantage networks', on the history
-    (`game.history_size` inputs), with one output per action (Q) or one (V, `value_head`)."""
+    (`game.history_size` inputs), with one output per action (Q) or one (V, `value_head`),
+    and `cfg.value_activation` unless that is "network"."""
     outputs = game.num_actions if cfg.value_head == "actions" else 1
-    return advantage_spec._replace(in_size=game.history_size, out_size=outputs)
+    activation = advantage_spec.activation if cfg.value_activation == "network" else cfg.value_activation
+    return advantage_spec._replace(in_size=game.history_size, out_size=outputs, activation=activation)
 
 
 class HistoryValue:

@@ -242,3 +242,27 @@ def test_value_lambda_below_one_needs_the_state_head():
         tr.ValueConfig(value_lambda=0.5, value_head="actions")
     with pytest.raises(ConfigError, match="traversal.value.value_lambda"):
         config_from_dict({"game": "kuhn", "traversal": {"scheme": "value", "value": {"value_lambda": 0.5}}})
+
+
+def test_value_activation_sets_the_value_network_only():
+    """`value_activation: network` gives V the other networks' activation; a named one
+    gives it to V alone, and V's forward then differs from the inherited one."""
+    from lcjax.cfr.history_value import value_spec
+
+    base = SPEC._replace(activation="relu")
+    inherited = value_spec(GAME, tr.ValueConfig(value_head="state"), base)
+    assert inherited.activation == "relu" and inherited.in_size == GAME.history_size and inherited.out_size == 1
+    silu = value_spec(GAME, tr.ValueConfig(value_head="state", value_activation="silu"), base)
+    assert silu == inherited._replace(activation="silu")
+    assert value_spec(GAME, tr.ValueConfig(value_activation="network"), base._replace(activation="silu")).activation == "silu"
+    # The solver builds V from it while the advantage networks keep network.activation.
+    solver = make_solver(GAME, small_game_config("kuhn", "value", **{
+        "network.activation": "relu", "traversal.value.value_activation": "silu",
+    }))
+    assert solver._phases.spec.activation == "relu"
+    assert solver._phases.history_value.spec.activation == "silu"
+    params = init_params(silu, jax.random.key(2))
+    x = jax.random.normal(jax.random.key(3), (16, GAME.history_size))
+    out_silu = make_apply(network_graphdef(silu))(params, x)
+    out_relu = make_apply(network_graphdef(inherited))(params, x)
+    assert not np.allclose(out_silu, out_relu)

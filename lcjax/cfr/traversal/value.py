@@ -60,6 +60,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from lcjax.cfr.networks import ACTIVATIONS
 from lcjax.cfr.samples import AdvantageSample, ValueSample
 from lcjax.cfr.traversal import lanes as ln
 from lcjax.cfr.traversal import trajectory as tj
@@ -138,6 +139,12 @@ class ValueConfig(Settings):
         spread between the opponent's hands, which is most of the regret targets' variance
         on Leduc; measured, it did not make Kuhn or Leduc learn faster (docs/strength.md),
         so the shipped configs leave it off. Only for games with `hidden_alternatives`.
+      value_activation: the history-value network's hidden nonlinearity: "network" (the
+        `network.activation` of the other networks) or a key of
+        `lcjax.cfr.networks.ACTIVATIONS`. ReLU units of a warm-started value network die
+        (docs/strength.md, "Kuhn: dead ReLUs"); on Leduc SiLU hurts the advantage networks,
+        fitted afresh every iteration, and is neutral for V ("Leduc: SiLU hurts the
+        advantage networks"), so V's activation can be set apart.
     """
 
     sample_probability: float = setting(1.0, Float(0.0, 1.0, lo_open=True))
@@ -161,6 +168,7 @@ class ValueConfig(Settings):
     value_head: str = setting("actions", Choice(VALUE_HEADS))
     value_lambda: float = setting(1.0, Float(0.0, 1.0))
     hidden_average: bool = setting(False, Bool())
+    value_activation: str = setting("network", Choice(("network", *ACTIVATIONS)))
 
     def __post_init__(self):
         super().__post_init__()
