@@ -42,7 +42,7 @@ import jax.numpy as jnp
 from lcjax import config as lc_config
 from lcjax.argtypes import positive_int
 from lcjax.cfr import traversal as tr
-from lcjax.cfr.networks import NetworkSpec, init_params, make_apply, network_graphdef
+from lcjax.cfr.networks import NetworkSpec, init_params, make_apply, network_graphdef, network_spec
 from lcjax.cfr.history_value import value_spec
 
 from common import add_config_arguments, config_path_for_json, load_lost_cities_config, machine_facts, write_result
@@ -128,9 +128,7 @@ def main(argv=None) -> int:
 
     game = lc_config.make_game(config)
     net, cfg = sc.network, getattr(sc.traversal, args.scheme)
-    spec = NetworkSpec(game.observation_size, game.num_actions, net.hidden_size, net.num_layers,
-                       skip_connections=net.skip_connections, layer_norm=net.layer_norm, dtype=sc.precision,
-                       activation=net.activation)
+    spec = network_spec(net, game.observation_size, game.num_actions, sc.precision)
     detail = (f"branch_probability {cfg.branch_probability}, max_probes {cfg.max_probes}" if args.scheme == "probe"
               else f"sample_probability {cfg.sample_probability}, max_samples {cfg.max_samples}")
     print(f"Lost Cities {args.scheme} traversal, {net.hidden_size} x {net.num_layers} {sc.precision} network, "

@@ -165,6 +165,21 @@ class NetworkSpec(NamedTuple):
     activation: str = "relu"
 
 
+def network_spec(network: NetworkConfig, in_size: int, out_size: int, dtype: Any = "float32") -> NetworkSpec:
+    """The NetworkSpec of a `network` config section for `in_size` inputs and `out_size`
+    outputs, computing in `dtype`: the one place a section becomes an architecture."""
+    return NetworkSpec(
+        in_size=in_size,
+        out_size=out_size,
+        hidden_size=network.hidden_size,
+        num_layers=network.num_layers,
+        skip_connections=network.skip_connections,
+        layer_norm=network.layer_norm,
+        dtype=dtype,
+        activation=network.activation,
+    )
+
+
 def build_mlp(spec: NetworkSpec, key: Array) -> MLP:
     """A freshly initialized `MLP` for `spec` with randomness from `key` (jittable)."""
     return MLP(

@@ -46,7 +46,7 @@ from lcjax.cfr import traversal as tr
 from lcjax.cfr.history_value import HistoryValue
 from lcjax.cfr.memory import Reservoir, reservoir_add, reservoir_init
 from lcjax.cfr.mesh import data_parallel, sharded_init
-from lcjax.cfr.networks import NetworkSpec, init_params, make_apply, network_graphdef
+from lcjax.cfr.networks import init_params, make_apply, network_graphdef, network_spec
 from lcjax.cfr.policy import average_policy, bind, current_policy, make_act
 from lcjax.cfr.samples import AdvantageSample, StrategySample
 from lcjax.cfr.solver_config import SolverConfig
@@ -119,16 +119,7 @@ class _Phases:
     def __init__(self, game, config: SolverConfig, mesh=None):
         c = config.optimization
         self.config = config
-        self.spec = NetworkSpec(
-            in_size=game.observation_size,
-            out_size=game.num_actions,
-            hidden_size=config.network.hidden_size,
-            num_layers=config.network.num_layers,
-            skip_connections=config.network.skip_connections,
-            layer_norm=config.network.layer_norm,
-            activation=config.network.activation,
-            dtype=config.precision,
-        )
+        self.spec = network_spec(config.network, game.observation_size, game.num_actions, config.precision)
         self.apply_fn = make_apply(network_graphdef(self.spec))
         clip = c.grad_clip if c.grad_clip > 0 else None
         # Both optimizers have the same state structure (the schedule is not part of it), so

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from lcjax.cfr import traversal as tr
+from lcjax.cfr.history_value import value_spec
 from lcjax.cfr.networks import NetworkSpec, init_params, make_apply, network_graphdef
 from lcjax.cfr.solver import make_solver
 from lcjax.config import config_from_dict, small_game_config
@@ -247,8 +248,6 @@ def test_value_lambda_below_one_needs_the_state_head():
 def test_value_activation_sets_the_value_network_only():
     """`value_activation: network` gives V the other networks' activation; a named one
     gives it to V alone, and V's forward then differs from the inherited one."""
-    from lcjax.cfr.history_value import value_spec
-
     base = SPEC._replace(activation="relu")
     inherited = value_spec(GAME, tr.ValueConfig(value_head="state"), base)
     assert inherited.activation == "relu" and inherited.in_size == GAME.history_size and inherited.out_size == 1
