@@ -630,6 +630,20 @@ def test_leduc_value_scheme_ships_fresh_advantage_networks():
     assert C.load_config(CONFIG_DIR / "leduc.yaml", ["traversal.scheme=value"]).optimization.warm_start is False
 
 
+
+def test_leduc_value_scheme_ships_longer_fits():
+    """The value scheme fits its fresh advantage networks for 400 steps and the strategy
+    network for 1,000 at 1e-3 (docs/strength.md, "Leduc: longer fits"); external and probe
+    keep the section's 200 steps at the shared learning rate, and --set still wins."""
+    for scheme in ("external", "probe"):
+        opt = C.small_game_config("leduc", scheme).optimization
+        assert (opt.advantage_steps, opt.strategy_steps, opt.strategy_learning_rate) == (200, 200, 0.0)
+    opt = C.small_game_config("leduc", "value").optimization
+    assert (opt.advantage_steps, opt.strategy_steps, opt.strategy_learning_rate) == (400, 1000, 1e-3)
+    assert opt.learning_rate == 3e-3
+    override = C.small_game_config("leduc", "value", **{"optimization.advantage_steps": 200})
+    assert override.optimization.advantage_steps == 200
+
 def test_cpu_config_ships_measured_settings():
     """cpu.yaml continues the advantage networks from iteration to iteration, decays each
     training phase's learning rate and samples the traverser's trajectory from half
