@@ -630,7 +630,6 @@ def test_leduc_value_scheme_ships_fresh_advantage_networks():
     assert C.load_config(CONFIG_DIR / "leduc.yaml", ["traversal.scheme=value"]).optimization.warm_start is False
 
 
-
 def test_leduc_value_scheme_ships_longer_fits():
     """The value scheme fits its fresh advantage networks for 400 steps and the strategy
     network for 1,000 at 1e-3 (docs/strength.md, "Leduc: longer fits"); external and probe
@@ -643,6 +642,7 @@ def test_leduc_value_scheme_ships_longer_fits():
     assert opt.learning_rate == 3e-3
     override = C.small_game_config("leduc", "value", **{"optimization.advantage_steps": 200})
     assert override.optimization.advantage_steps == 200
+
 
 def test_cpu_config_ships_measured_settings():
     """cpu.yaml continues the advantage networks from iteration to iteration, decays each
