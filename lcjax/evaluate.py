@@ -32,7 +32,7 @@ import numpy as np
 from lcjax import diagnostics
 from lcjax.cfr import exploitability as xpl
 from lcjax.cfr.mesh import sharded
-from lcjax.cfr.policy import average_policy, current_policy, make_act
+from lcjax.cfr.policy import make_act
 from lcjax.env.arena import play_games, summarize
 from lcjax.env.bots import BOT_NAMES, make_bot
 from lcjax.env.registry import info_of
@@ -55,8 +55,7 @@ def base_policy(readout: str) -> str:
 @functools.lru_cache(maxsize=32)
 def _greedy_act(solver, base: str):
     # One act object per (solver, policy), so later evaluations reuse the compiled match.
-    policy = {"average": average_policy, "current": current_policy}[base](solver.apply_fn)
-    return make_act(solver.game, policy, greedy=True)
+    return make_act(solver.game, solver.policy(base), greedy=True)
 
 
 def agent_act(solver, policy: str = "average"):

@@ -71,6 +71,8 @@ class HistoryValue:
             jax.ShapeDtypeStruct((game.history_size,), jnp.float32), jax.ShapeDtypeStruct((self.spec.out_size,), jnp.bool_),
             jax.ShapeDtypeStruct((), jnp.float32), jax.ShapeDtypeStruct((), jnp.float32),
         )
+        # `advantage_apply` is what the current strategies regret-match on (the solver's
+        # `regret_apply`), so the value games play exactly the traversals' strategies.
         self.collect = jit(lambda params, t, key: value_data(game, advantage_apply, v, params, t, key, v.value_games))
         self.init_memory = functools.partial(reservoir_init, v.value_capacity, example)
         self.relabel = jit(functools.partial(self._relabel, records_per_game=v.max_records, lam=v.value_lambda))

@@ -108,7 +108,7 @@ def local_traversal_config(t, n: int):
 def _shard_traverse(game, phases, mesh):
     """`traverse(params, value_params, player, iteration, key)` over the mesh."""
     local_t = local_traversal_config(phases.config.traversal, mesh.size)
-    local = tr.traversal_fn(game, phases.apply_fn, local_t, phases.value_apply)
+    local = tr.traversal_fn(game, phases.regret_apply, local_t, phases.value_apply)
 
     def per_device(params, value_params, player, iteration, key):
         result = local(params, value_params, player, iteration, _device_key(key))

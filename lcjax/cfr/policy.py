@@ -5,7 +5,9 @@
   network serves both players.
 * The current policy (the current strategy) is regret matching on the acting player's
   advantage network: the strategy the last iteration would play. This module is its one
-  definition for evaluation (`lcjax.evaluate`, bot matches and exploitability alike).
+  definition for evaluation (`lcjax.evaluate`, bot matches and exploitability alike). The
+  solver hands it the advantage forward through `lcjax.cfr.regret.powered_apply`, so it
+  follows `optimization.regret_exponent` as the traversals do.
 
 Both have the signature `(params, observations f32[N, D], masks bool[N, A],
 players int32[N]) -> f32[N, A]`, where `players` is each row's acting player (the average

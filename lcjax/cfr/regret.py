@@ -1,6 +1,16 @@
 """Regret matching: turn cumulative (or predicted) regrets into a strategy.
 
 Generic over the game: it only sees a regret vector and a legal-action mask.
+
+`regret_power` generalises it to Hart and Mas-Colell's potential-based strategies (S. Hart
+and A. Mas-Colell, 2001, "A General Class of Adaptive Strategies", Journal of Economic
+Theory 98: 26-54): with the potential sum_a max(R(a), 0) ** p, the strategy plays each
+action with probability proportional to max(R(a), 0) ** (p - 1), and every p > 1 keeps the
+no-regret guarantee that CFR needs at each information set (p = 2 is regret matching).
+Exponents above 1 put less weight on actions whose positive regret is small, which with
+noisy, learned regrets is mostly noise. The strategy is unchanged when all regrets are
+scaled by one positive factor, so it can be read off a network that predicts a weighted
+mean of regrets instead of their sum.
 """
 
 from __future__ import annotations
@@ -9,6 +19,32 @@ import jax
 import jax.numpy as jnp
 
 Array = jax.Array
+
+
+def regret_power(regrets: Array, exponent: float) -> Array:
+    """float32[...]: sign(r) * |r| ** exponent, elementwise.
+
+    Monotone and sign-preserving, so `regret_matching` of the result plays each legal
+    action with probability proportional to max(r, 0) ** exponent (Hart and Mas-Colell's
+    strategy for the potential with p = exponent + 1; the module docstring), and its
+    fallback still plays the largest regret. `exponent` 1 returns the regrets as float32.
+    """
+    regrets = jnp.asarray(regrets, jnp.float32)
+    if exponent == 1.0:
+        return regrets
+    return jnp.sign(regrets) * jnp.abs(regrets) ** exponent
+
+
+def powered_apply(apply_fn, exponent: float):
+    """`apply_fn(params, x)` followed by `regret_power(., exponent)`: the regrets as the
+    current strategy weighs them (`apply_fn` itself when `exponent` is 1)."""
+    if exponent == 1.0:
+        return apply_fn
+
+    def apply(params, x):
+        return regret_power(apply_fn(params, x), exponent)
+
+    return apply
 
 
 def regret_matching(regrets: Array, mask: Array) -> Array:

@@ -48,6 +48,7 @@ from lcjax.cfr.memory import Reservoir, reservoir_add, reservoir_init
 from lcjax.cfr.mesh import data_parallel, sharded_init
 from lcjax.cfr.networks import init_params, make_apply, network_graphdef, network_spec
 from lcjax.cfr.policy import average_policy, bind, current_policy, make_act
+from lcjax.cfr.regret import powered_apply
 from lcjax.cfr.samples import AdvantageSample, StrategySample
 from lcjax.cfr.solver_config import SolverConfig
 from lcjax.cfr.training import (
@@ -144,9 +145,11 @@ class _Phases:
         self.train_advantage = jit(self.train_advantage_fn)
         self.train_strategy = jit(self.train_strategy_fn)
         t = config.traversal
-        self.history_value = HistoryValue(game, config, self.spec, self.apply_fn, jit) if t.scheme == "value" else None
+        # Everything that plays the current strategies regret-matches on these outputs.
+        self.regret_apply = powered_apply(self.apply_fn, c.regret_exponent)
+        self.history_value = HistoryValue(game, config, self.spec, self.regret_apply, jit) if t.scheme == "value" else None
         self.value_apply = self.history_value.apply_fn if self.history_value else None
-        self.traverse = jit(tr.traversal_fn(game, self.apply_fn, t, self.value_apply))
+        self.traverse = jit(tr.traversal_fn(game, self.regret_apply, t, self.value_apply))
         self.add_advantage = jit(self.add_advantage_fn, donate_argnums=(1,))
         self.add_strategy = jit(self.add_strategy_fn, donate_argnums=(1,))
         self.fresh_network = jax.jit(self._fresh_network)
@@ -157,7 +160,7 @@ class _Phases:
             data_parallel(self, game, self.mesh)
         # One object per policy: reading a policy off new parameters (`policy.bind`) and
         # the arena's matches (compiled per act object) never recompile.
-        self.policies = {"average": average_policy(self.apply_fn), "current": current_policy(self.apply_fn)}
+        self.policies = {"average": average_policy(self.apply_fn), "current": current_policy(self.regret_apply)}
         self.acts = {name: make_act(game, policy) for name, policy in self.policies.items()}
 
     def _fresh_network(self, key):
@@ -425,6 +428,12 @@ class DeepCFR:
         """The parameters `policy` reads: the strategy network's ("average") or the pair of
         advantage networks' ("current")."""
         return state.strategy_params if policy == "average" else state.advantage_params
+
+    def policy(self, policy: str = "average"):
+        """The unbound `policy` ("average" or "current"; `lcjax.cfr.policy`'s signature, the
+        same object on every call): the current policy regret-matches with
+        `optimization.regret_exponent`."""
+        return self._phases.policies[policy]
 
     def policy_fn(self, state: SolverState, policy: str = "average"):
         """`policy` ("average" or "current", see `lcjax.cfr.policy`) of `state` as

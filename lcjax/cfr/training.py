@@ -86,6 +86,11 @@ class OptimizationConfig(Settings):
         ones weigh (t - delay) ** strategy_weight_power (CFR+'s averaging delay): the
         average strategy leaves out the first iterations' strategies, furthest from an
         equilibrium (0 = every iteration).
+      regret_exponent: the current strategy plays each legal action with probability
+        proportional to its positive predicted regret to this power (1 = regret matching;
+        `lcjax.cfr.regret`: every exponent > 0 is a no-regret rule of Hart and Mas-Colell's
+        class). Used wherever the current strategies are read: traversals, value games and
+        the "current" policy.
       draw_by_weight: draw the advantage and strategy minibatches with probability
         proportional to each sample's weight t ** power, every drawn sample weighing 1 in
         the loss (the same objective as uniform draws weighted in the loss, with less
@@ -110,6 +115,7 @@ class OptimizationConfig(Settings):
     advantage_weight_power: float = setting(1.0, Float(0.0, 4.0))
     strategy_weight_power: float = setting(1.0, Float(0.0, 4.0))
     strategy_weight_delay: int = setting(0, Int(0))
+    regret_exponent: float = setting(1.0, Float(0.0, 4.0, lo_open=True))
     draw_by_weight: bool = setting(False, Bool())
     fast_compile: bool = setting(False, Bool())
 

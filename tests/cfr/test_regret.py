@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from lcjax.cfr.regret import regret_matching
+from lcjax.cfr.regret import powered_apply, regret_matching, regret_power
 
 T, F = True, False
 
@@ -83,3 +83,47 @@ def test_mask_broadcasts_and_low_precision_input():
     got = regret_matching(regrets, mask)
     assert got.dtype == jnp.float32 and got.shape == (2, 3)
     np.testing.assert_array_equal(np.asarray(got), [[0.5, 0.5, 0.0], [1.0, 0.0, 0.0]])
+
+
+@pytest.mark.parametrize(
+    "regrets, mask, exponent, expected",
+    [
+        # Squared positive regrets: 1 and 4 out of 5.
+        ([1.0, 2.0, -1.0, 3.0], [T, T, T, F], 2.0, [0.2, 0.8, 0.0, 0.0]),
+        ([0.5, 0.0, 1.5, -2.0], [T, T, T, T], 2.0, [0.1, 0.0, 0.9, 0.0]),
+        # Square root: sqrt(1) : sqrt(4) = 1 : 2.
+        ([1.0, 4.0, -9.0], [T, T, T], 0.5, [1 / 3, 2 / 3, 0.0]),
+        # No positive regret: the fallback still plays the largest one, ties split.
+        ([-3.0, -1.0, -1.0, -2.0], [T, T, T, T], 2.0, [0.0, 0.5, 0.5, 0.0]),
+        ([-3.0, -4.0, -0.5], [T, T, T], 3.0, [0.0, 0.0, 1.0]),
+    ],
+)
+def test_regret_power_is_hart_mas_colell_strategy(regrets, mask, exponent, expected):
+    """Regret matching on `regret_power` plays max(r, 0) ** exponent, normalised."""
+    powered = regret_power(jnp.array(regrets, jnp.float32), exponent)
+    got = regret_matching(powered, jnp.array(mask))
+    np.testing.assert_allclose(np.asarray(got), np.array(expected, np.float32), rtol=1e-6, atol=1e-7)
+
+
+def test_regret_power_is_scale_free_and_identity_at_one():
+    """A positive rescaling of the regrets (a network predicting a weighted mean instead of a
+    sum) leaves the strategy unchanged; exponent 1 is plain regret matching."""
+    rng = np.random.default_rng(1)
+    regrets = rng.normal(size=(64, 6)).astype(np.float32)
+    mask = rng.random((64, 6)) < 0.7
+    for exponent in (0.5, 2.0, 3.0):
+        a = regret_matching(regret_power(regrets, exponent), mask)
+        b = regret_matching(regret_power(0.01 * regrets, exponent), mask)
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-4, atol=1e-6)
+    np.testing.assert_array_equal(np.asarray(regret_power(regrets, 1.0)), regrets)
+    bf16 = regret_power(jnp.asarray(regrets, jnp.bfloat16), 2.0)
+    assert bf16.dtype == jnp.float32
+
+
+def test_powered_apply_wraps_the_forward():
+    def apply(params, x):
+        return params * x
+
+    assert powered_apply(apply, 1.0) is apply
+    out = powered_apply(apply, 2.0)(jnp.float32(2.0), jnp.array([1.0, -3.0, 0.0]))
+    np.testing.assert_allclose(np.asarray(out), [4.0, -36.0, 0.0])

@@ -208,6 +208,7 @@ def test_strategy_weight_delay_drops_early_iterations_and_shifts_weights():
         (NetworkConfig, "network.num_layers", -1),
         (OptimizationConfig, "optimization.grad_clip", -1.0),
         (MemoryConfig, "memory.observation_storage", "float16"),
+        (OptimizationConfig, "optimization.regret_exponent", 0.0),
     ],
 )
 def test_bad_config_value_names_the_field(section, path, value):
@@ -217,6 +218,30 @@ def test_bad_config_value_names_the_field(section, path, value):
     if field != "scheme":  # small_game_config takes the scheme as its own argument
         with pytest.raises(ValueError, match=rf"\b{path}\b"):
             small_game_config("kuhn", "external", **{path: value})
+
+
+def test_current_policy_regret_matches_with_the_exponent(run, config):
+    """`optimization.regret_exponent` is what the current policy (and the traversals, which
+    share `regret_apply`) regret-matches with: probabilities proportional to the positive
+    predicted regrets to that power."""
+    state, _, _ = run
+    opt = dataclasses.replace(config.optimization, regret_exponent=2.0)
+    squared = DeepCFR(GAME, dataclasses.replace(config, optimization=opt))
+    tree = ex.game_tree(GAME)
+    obs, masks, players = tree.infoset_obs, tree.infoset_mask, tree.infoset_player.astype(np.int32)
+    raw = np.stack([np.asarray(squared.apply_fn(state.advantage_params[p], obs)) for p in (0, 1)])
+    regrets = raw[players, np.arange(len(obs))]
+    positive = np.where(masks, np.maximum(regrets, 0.0), 0.0) ** 2
+    has = positive.sum(-1) > 0  # the other rows fall back to the largest regret
+    assert has.sum() >= len(obs) // 2
+    got = np.asarray(squared.policy_fn(state, "current")(obs, masks, players))
+    np.testing.assert_allclose(got[has], positive[has] / positive[has].sum(-1, keepdims=True), rtol=1e-4, atol=1e-6)
+    best = np.where(masks, regrets, -np.inf).argmax(-1)
+    np.testing.assert_array_equal(got[~has].argmax(-1), best[~has])
+    assert squared.policy("current") is squared.policy("current")
+    # Exponent 1 (the default) is plain regret matching: a different strategy here.
+    plain = np.asarray(make_solver(GAME, config).policy_fn(state, "current")(obs, masks, players))
+    assert np.abs(plain - got).max() > 1e-3
 
 
 def test_small_game_config_rejects_unknown_names():
