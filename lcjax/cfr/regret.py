@@ -5,8 +5,10 @@ Generic over the game: it only sees a regret vector and a legal-action mask.
 `regret_power` generalises it to Hart and Mas-Colell's potential-based strategies (S. Hart
 and A. Mas-Colell, 2001, "A General Class of Adaptive Strategies", Journal of Economic
 Theory 98: 26-54): with the potential sum_a max(R(a), 0) ** p, the strategy plays each
-action with probability proportional to max(R(a), 0) ** (p - 1), and every p > 1 keeps the
-no-regret guarantee that CFR needs at each information set (p = 2 is regret matching).
+action with probability proportional to max(R(a), 0) ** (p - 1). For every p >= 2 this is
+the polynomially weighted forecaster, whose regret grows as sqrt(T) (N. Cesa-Bianchi and
+G. Lugosi, 2006, "Prediction, Learning, and Games", Corollary 2.1), the no-regret
+guarantee CFR needs at each information set (p = 2 is regret matching).
 Exponents above 1 put less weight on actions whose positive regret is small, which with
 noisy, learned regrets is mostly noise. The strategy is unchanged when all regrets are
 scaled by one positive factor, so it can be read off a network that predicts a weighted

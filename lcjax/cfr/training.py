@@ -88,8 +88,8 @@ class OptimizationConfig(Settings):
         equilibrium (0 = every iteration).
       regret_exponent: the current strategy plays each legal action with probability
         proportional to its positive predicted regret to this power (1 = regret matching;
-        `lcjax.cfr.regret`: every exponent > 0 is a no-regret rule of Hart and Mas-Colell's
-        class). Used wherever the current strategies are read: traversals, value games and
+        `lcjax.cfr.regret`: every exponent >= 1 is a no-regret rule of Hart and
+        Mas-Colell's class, so CFR still converges). Used wherever the current strategies are read: traversals, value games and
         the "current" policy.
       draw_by_weight: draw the advantage and strategy minibatches with probability
         proportional to each sample's weight t ** power, every drawn sample weighing 1 in
@@ -115,7 +115,7 @@ class OptimizationConfig(Settings):
     advantage_weight_power: float = setting(1.0, Float(0.0, 4.0))
     strategy_weight_power: float = setting(1.0, Float(0.0, 4.0))
     strategy_weight_delay: int = setting(0, Int(0))
-    regret_exponent: float = setting(1.0, Float(0.0, 4.0, lo_open=True))
+    regret_exponent: float = setting(1.0, Float(1.0, 4.0))
     draw_by_weight: bool = setting(False, Bool())
     fast_compile: bool = setting(False, Bool())
 

@@ -208,7 +208,7 @@ def test_strategy_weight_delay_drops_early_iterations_and_shifts_weights():
         (NetworkConfig, "network.num_layers", -1),
         (OptimizationConfig, "optimization.grad_clip", -1.0),
         (MemoryConfig, "memory.observation_storage", "float16"),
-        (OptimizationConfig, "optimization.regret_exponent", 0.0),
+        (OptimizationConfig, "optimization.regret_exponent", 0.5),
     ],
 )
 def test_bad_config_value_names_the_field(section, path, value):
