@@ -89,8 +89,8 @@ class OptimizationConfig(Settings):
       regret_exponent: the current strategy plays each legal action with probability
         proportional to its positive predicted regret to this power (1 = regret matching;
         `lcjax.cfr.regret`: every exponent >= 1 is a no-regret rule of Hart and
-        Mas-Colell's class, so CFR still converges). Used wherever the current strategies are read: traversals, value games and
-        the "current" policy.
+        Mas-Colell's class, so CFR still converges). Used wherever the current strategies
+        are read: traversals, value games and the "current" policy.
       draw_by_weight: draw the advantage and strategy minibatches with probability
         proportional to each sample's weight t ** power, every drawn sample weighing 1 in
         the loss (the same objective as uniform draws weighted in the loss, with less
