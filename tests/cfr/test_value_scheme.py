@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -91,6 +93,66 @@ def test_traversal_prefix_records_each_games_traverser_only():
     # The recorded state's player to act: player 1 after the root's move, player 0 after "pb".
     players = np.asarray(data.players)
     assert np.all(players[0::2][valid[0::2]] == 1) and np.all(players[1::2][valid[1::2]] == 0)
+
+
+def test_sampling_prefix_plays_the_sampling_policy_and_records_after_it():
+    """With `sampling_prefix`, player g % 2 of game g plays the sampling policy (here: bet,
+    with weight 0.99) until the switch (probability 1/2 per move), and only nodes from the
+    switch on are recorded, on the strategies' own actions (always pass). So "b" (a bet at
+    the root) is recorded only in even games, "pb" only in odd ones, and no recorded action
+    is a bet."""
+    never = jax.tree.map(jnp.zeros_like, PARAMS[0])
+    never["output"]["bias"] = jnp.array([5.0, -5.0])
+    bet = tr.SamplingPolicy(lambda key, state: jnp.int32(1), 0.99)
+    cfg = tr.ValueConfig(record_probability=1.0, max_records=2, max_steps=8, exploring_records=False, sampling_prefix=2.0)
+    n = 4096
+    data = jax.jit(lambda k: tr.value_data(GAME, APPLY, cfg, (never, never), 1.0, k, n, bet))(jax.random.key(6))
+    kinds = {}
+    for deck in GAME.all_decks():
+        root = GAME.init_from_deck(jnp.asarray(deck))
+        for name, actions in {"root": (), "p": (0,), "b": (1,), "pb": (0, 1)}.items():
+            state = root
+            for a in actions:
+                state = GAME.step(state, a)
+            kinds[np.asarray(GAME.observe_history(state)).tobytes()] = name
+    valid = np.asarray(data.valid).reshape(n, 2)
+    histories = np.asarray(data.items.history).reshape(n, 2, -1)
+    taken = np.asarray(data.items.action).reshape(n, 2, -1).argmax(-1)
+    assert np.all(taken[valid] == 0)
+    share = {}
+    for parity in (0, 1):
+        games = range(parity, n, 2)
+        found = [{kinds.get(histories[g, r].tobytes()) for r in range(2) if valid[g, r]} for g in games]
+        for name in ("root", "b", "pb"):
+            share[parity, name] = np.mean([name in f for f in found])
+        assert all(None not in f for f in found)
+    # Root recorded when the switch falls on move 0; "b" when player 0 bet in its prefix and
+    # the switch falls on move 1; "pb" when player 1 bet in its prefix (moves 0 and 1 not
+    # switched) and the switch falls on move 2.
+    assert abs(share[0, "root"] - 0.5) < 0.04 and abs(share[1, "root"] - 0.5) < 0.04
+    assert abs(share[0, "b"] - 0.25 * 0.995) < 0.03 and share[1, "b"] == 0.0
+    assert abs(share[1, "pb"] - 0.125 * 0.995) < 0.025 and share[0, "pb"] == 0.0
+
+
+def test_sampling_prefix_of_one_move_is_the_strategies_own_games():
+    """A prefix with mean 1 switches on every game's first move: the same items as none."""
+    base = tr.ValueConfig(record_probability=0.5, max_records=2, max_steps=8, value_head="state", exploring_records=False)
+    out = [
+        jax.jit(lambda k, c=c: tr.value_data(GAME, APPLY, c, PARAMS, 1.0, k, 512))(jax.random.key(2))
+        for c in (base, dataclasses.replace(base, sampling_prefix=1.0))
+    ]
+    np.testing.assert_array_equal(np.asarray(out[0].valid), np.asarray(out[1].valid))
+    np.testing.assert_array_equal(np.asarray(out[0].items.history), np.asarray(out[1].items.history))
+    np.testing.assert_array_equal(np.asarray(out[0].items.target), np.asarray(out[1].items.target))
+
+
+def test_sampling_prefix_is_a_mean_of_at_least_one_move():
+    from lcjax.settings import ConfigError
+
+    with pytest.raises(ConfigError, match="sampling_prefix"):
+        tr.ValueConfig(sampling_prefix=0.5)
+    with pytest.raises(ConfigError, match="set one of them"):
+        tr.ValueConfig(sampling_prefix=10.0, traversal_prefix=True, max_records=1)
 
 
 def test_traversal_prefix_needs_one_exploring_record():

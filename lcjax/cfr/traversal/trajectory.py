@@ -135,17 +135,29 @@ def loop_seeds(*keys: Array) -> Array:
     return jnp.stack([jax.random.bits(k, (2,), jnp.uint32) for k in keys])
 
 
-def sampling_actions(s: Setup, states, mask: Array, u: Array, c: Main) -> Array:
-    """int32[W]: the traverser's action under the fixed sampling policy (keyed by the node)."""
+def policy_actions(policy: SamplingPolicy, seeds: Array, states, mask: Array, u: Array, move: Array, item: Array) -> Array:
+    """int32[W]: each lane's action under the fixed sampling `policy`, keyed by the node.
+
+    Args:
+      seeds: uint32[3, 2]: the mixing draws and the policy's keys (two words).
+      states: the lanes' states (fields with a trailing lane axis W).
+      mask: bool[A, W] legal actions; u: float32[W], the uniform draw of the uniform part.
+      move, item: int32[W], the node's index in its game and the game's number, so that a
+        node's action does not depend on which lane or loop step plays it.
+    """
     uniform = ln.uniform_columns(mask, u)
-    policy = s.sampling
     if policy.act is None or policy.weight <= 0.0:
         return uniform
-    mix = ln.uniforms(s.seeds[2], c.moves, c.traversal) < policy.weight
-    bits = jnp.stack([ln.random_bits(s.seeds[3], c.moves, c.traversal), ln.random_bits(s.seeds[4], c.moves, c.traversal)], -1)
+    mix = ln.uniforms(seeds[0], move, item) < policy.weight
+    bits = jnp.stack([ln.random_bits(seeds[1], move, item), ln.random_bits(seeds[2], move, item)], -1)
     keys = jax.random.wrap_key_data(bits, impl="threefry2x32")
     chosen = jax.vmap(policy.act, in_axes=(0, -1))(keys, states).astype(jnp.int32)
     return jnp.where(mix, chosen, uniform)
+
+
+def sampling_actions(s: Setup, states, mask: Array, u: Array, c: Main) -> Array:
+    """int32[W]: the traverser's action under the fixed sampling policy (keyed by the node)."""
+    return policy_actions(s.sampling, s.seeds[2:5], states, mask, u, c.moves, c.traversal)
 
 
 def _main_step(s: Setup, c: Main) -> Main:

@@ -17,7 +17,9 @@ Two jitted calls per iteration:
   action's value equal coverage at the price of a few off-policy moves per game. With
   `traversal_prefix` one player per game plays uniformly until its one record, as the
   traverser does on its trajectories, so that the items' states follow the distribution of
-  the states whose children the traversals value.
+  the states whose children the traversals value. `sampling_prefix` does the same with
+  several items per game: one player per game plays the traversals' sampling policy for a
+  random number of moves, and only the nodes after that prefix are recorded.
 * `value_sampling`: the traverser's main trajectories, exactly as `probe` runs them (the
   traverser on the fixed sampling policy, the opponent on its current strategy, recorded as
   strategy samples), except that every selected traverser node (each with probability
@@ -108,6 +110,16 @@ class ValueConfig(Settings):
         Else records are taken anywhere on the strategies' own games, and V meets the
         traversals' states (reached by a uniform traverser) only by generalization. Needs
         `exploring_records`, `max_records: 1` and no `sampling_bot`.
+      sampling_prefix: the value games begin the way the traversals' trajectories do: in
+        game g player g % 2 plays the traversals' fixed sampling policy (uniform, or mixed
+        with `sampling_bot`) and the other player its current strategy, until the game
+        switches, at each move with probability 1 / sampling_prefix (so the prefix lasts a
+        geometric number of moves with this mean). From the switch on both players follow
+        their current strategies (with `exploration`), and only those nodes are recorded:
+        every item's target is still a return (or lambda-return) of the current strategies,
+        now from states like the ones whose children the traversals value, several per game.
+        0 = no prefix (records anywhere on the strategies' own games). At least 1; not with
+        `traversal_prefix`.
       return_scale: returns are divided by this before they become targets, so that values
         and regrets are O(1) (0 = the game's `return_scale`, or 1 if it has none).
       value_steps, value_batch: Adam steps and minibatch size fitting Q each iteration.
@@ -159,6 +171,7 @@ class ValueConfig(Settings):
     exploration: float = setting(0.0, Float(0.0, 1.0))
     exploring_records: bool = setting(True, Bool())
     traversal_prefix: bool = setting(False, Bool())
+    sampling_prefix: float = setting(0.0, Float(0.0))
     return_scale: float = setting(0.0, Float(0.0))
     value_steps: int = setting(256, Int(1))
     value_batch: int = setting(512, Int(1))
@@ -176,6 +189,16 @@ class ValueConfig(Settings):
             raise ConfigError(
                 f"traversal_prefix needs max_records: 1 and exploring_records: true (got {self.max_records}, "
                 f"{self.exploring_records})", "traversal_prefix",
+            )
+        if 0.0 < self.sampling_prefix < 1.0:
+            raise ConfigError(
+                f"sampling_prefix is a mean number of moves: 0 (off) or at least 1 (got {self.sampling_prefix})",
+                "sampling_prefix",
+            )
+        if self.sampling_prefix > 0.0 and self.traversal_prefix:
+            raise ConfigError(
+                "sampling_prefix and traversal_prefix are two prefixes of the value games: set one of them",
+                "sampling_prefix",
             )
         if self.value_lambda < 1.0 and self.value_head != "state":
             raise ConfigError(
@@ -197,6 +220,10 @@ class _DataSetup(NamedTuple):
     params: object
     cfg: ValueConfig
     seeds: Array  # uint32[3, 2]: actions, exploration, recording
+    # With `sampling_prefix`: the prefix player's sampling policy, and uint32[4, 2] seeds of
+    # the switch draws, the policy's mixing draws and its keys (two).
+    sampling: tj.SamplingPolicy
+    prefix_seeds: Array
     num_games: int
     roots: Array  # int32[G, F]
     roots_live: Array  # bool[G]
@@ -208,6 +235,7 @@ class _DataCarry(NamedTuple):
     game_id: Array  # int32[W]: which game
     next_game: Array  # int32: the next game to start
     records: Array  # int32[W]: items recorded in the current game
+    prefix: Array  # bool[W]: the current game is still in its sampling prefix
     moves: Array  # int32[W]: moves of the current game
     nodes: Array  # int32[W] per-lane totals
     truncated: Array
@@ -240,9 +268,19 @@ def _data_step(s: _DataSetup, c: _DataCarry) -> _DataCarry:
         own = player == c.game_id % 2
         record = record & own
         explore = explore | (own & (c.records == 0))
+    prefix = c.prefix
+    if s.cfg.sampling_prefix > 0.0:
+        # The switch is drawn at every prefix node (keyed by the node); the node it falls on
+        # is already the strategies' own, and may be recorded.
+        prefix = prefix & (ln.uniforms(s.prefix_seeds[0], c.moves, c.game_id) >= 1.0 / s.cfg.sampling_prefix)
+        record = record & ~prefix
+        explore = explore & ~prefix
     if s.cfg.exploring_records:
         explore = explore | record
     action = jnp.where(explore, ln.uniform_columns(mask, u), ln.sample_columns(sigma, u))
+    if s.cfg.sampling_prefix > 0.0:
+        sampled = tj.policy_actions(s.sampling, s.prefix_seeds[1:], states, mask, u, c.moves, c.game_id)
+        action = jnp.where(prefix & (player == c.game_id % 2), sampled, action)
     child = s.game.step(states, action)
     # A state value's exploring record is the child of the uniform move (the strategies play
     # on from it, so its target is V of the child), kept only when the child is not terminal.
@@ -267,6 +305,7 @@ def _data_step(s: _DataSetup, c: _DataCarry) -> _DataCarry:
         game_id=jnp.where(start, nxt.item, c.game_id),
         next_game=nxt.next_item,
         records=jnp.where(start, 0, c.records + record.astype(jnp.int32)),
+        prefix=jnp.where(start, s.cfg.sampling_prefix > 0.0, prefix),
         moves=jnp.where(start, 0, moves),
         nodes=c.nodes + c.live.astype(jnp.int32) + start.astype(jnp.int32),
         truncated=c.truncated + cut.astype(jnp.int32),
@@ -298,7 +337,10 @@ class ValueData(NamedTuple):
     players: Array
 
 
-def value_data(game, apply_fn, cfg: ValueConfig, params, iteration: Array, key: Array, num_games: int) -> ValueData:
+def value_data(
+    game, apply_fn, cfg: ValueConfig, params, iteration: Array, key: Array, num_games: int,
+    sampling: tj.SamplingPolicy = tj.UNIFORM,
+) -> ValueData:
     """`num_games` on-policy games; their recorded nodes as training items of Q.
 
     Args:
@@ -309,17 +351,23 @@ def value_data(game, apply_fn, cfg: ValueConfig, params, iteration: Array, key: 
       iteration: the CFR iteration t, stored in every item.
       key: PRNG key.
       num_games: static number of games G.
+      sampling: the traversals' fixed sampling policy, played in the `sampling_prefix`
+        (static; unused without one).
     """
     k_init, k_act, k_explore, k_rec = jax.random.split(key, 4)
     seeds = tj.loop_seeds(k_act, k_explore, k_rec)
+    # Folded off the key, so that the games without a prefix stay what they were.
+    prefix_seeds = tj.loop_seeds(*jax.random.split(jax.random.fold_in(key, 1), 4))
     packer, roots, roots_live = ln.deal_roots(game, k_init, num_games)
-    s = _DataSetup(ln.BatchedGame(game), packer, apply_fn, params, cfg, seeds, num_games, roots, roots_live)
+    s = _DataSetup(
+        ln.BatchedGame(game), packer, apply_fn, params, cfg, seeds, sampling, prefix_seeds, num_games, roots, roots_live
+    )
     width = min(cfg.lanes if cfg.lanes > 0 else tj.DEFAULT_LANES, num_games)
     n_rows = num_games * cfg.max_records
     zi = jnp.zeros((width,), jnp.int32)
     carry = _DataCarry(
         cursor=roots[:width].T, live=roots_live[:width], game_id=jnp.arange(width, dtype=jnp.int32),
-        next_game=jnp.int32(width), records=zi, moves=zi, nodes=jnp.ones((width,), jnp.int32), truncated=zi,
+        next_game=jnp.int32(width), records=zi, prefix=jnp.full((width,), cfg.sampling_prefix > 0.0), moves=zi, nodes=jnp.ones((width,), jnp.int32), truncated=zi,
         step=jnp.int32(0), rec_state=jnp.zeros((n_rows, packer.size), jnp.int32),
         rec_action=jnp.zeros((n_rows,), jnp.int32), rec_player=jnp.zeros((n_rows,), jnp.int32),
         rec_valid=jnp.zeros((n_rows,), bool), final=jnp.zeros((num_games + 1, 2), jnp.float32),
