@@ -98,6 +98,8 @@ def test_default_yaml_values():
     assert (t.traversals_per_player, t.traversal_batch) == (2048, 1024)
     v = t.value
     assert (v.value_games, v.value_batch, v.value_capacity, v.value_steps) == (4096, 4096, 524288, 1000)
+    # Value games that begin like the traversals, with as many items as before the prefix.
+    assert (v.sampling_prefix, v.record_probability) == (40.0, 0.35)
     o = cfg.optimization
     assert (o.advantage_steps, o.advantage_batch, o.strategy_steps, o.strategy_batch) == (512, 4096, 5120, 4096)
     # A fresh strategy network every 10 iterations, so every checkpoint and evaluation has one.
@@ -652,7 +654,8 @@ def test_cpu_config_ships_measured_settings():
     fresh strategy network every 20 iterations ("A fresh strategy network", "The strategy
     network fitted only where it is read"), takes twice the data per iteration it first had
     ("Twice the data per iteration"), weighs regrets t^2 ("Regrets weighted t^2") and uses
-    SiLU units ("SiLU units"); its value scheme is unchanged."""
+    SiLU units ("SiLU units"); its value games begin with the traversals' sampling policy
+    ("Value games that begin like the traversals")."""
     cfg = C.load_config(CONFIG_DIR / "cpu.yaml")
     t = cfg.traversal
     assert (t.traversals_per_player, t.traversal_batch) == (256, 256)
@@ -671,4 +674,5 @@ def test_cpu_config_ships_measured_settings():
     assert cfg.traversal.scheme == "value"
     assert (cfg.optimization.advantage_weight_power, cfg.optimization.strategy_weight_power) == (2.0, 1.0)
     assert cfg.network.activation == "silu"
+    assert (t.value.sampling_prefix, t.value.record_probability) == (40.0, 0.35)
     assert C.load_config(CONFIG_DIR / "cpu.yaml", ["optimization.warm_start=false"]).optimization.warm_start is False

@@ -57,6 +57,8 @@ class HistoryValue:
       apply_fn: Q's `apply(params, history) -> float32[..., A]`.
       relabels: whether `fit` first turns the items' targets into lambda-returns
         (`value_lambda` < 1).
+      sampling: the policy of the value games' `sampling_prefix`: the traversals' own
+        sampling policy (uniform when there is no prefix).
     """
 
     def __init__(self, game, config, spec: NetworkSpec, advantage_apply: Callable, jit: Callable):
@@ -74,8 +76,10 @@ class HistoryValue:
         # `advantage_apply` is what the current strategies regret-match on (the solver's
         # `regret_apply`), so the value games play exactly the traversals' strategies.
         # A `sampling_prefix` plays the traversals' sampling policy (built only when read).
-        sampling = sampling_policy(game, config.traversal) if v.sampling_prefix > 0 else UNIFORM_SAMPLING
-        self.collect = jit(lambda params, t, key: value_data(game, advantage_apply, v, params, t, key, v.value_games, sampling))
+        self.sampling = sampling_policy(game, config.traversal) if v.sampling_prefix > 0 else UNIFORM_SAMPLING
+        self.collect = jit(
+            lambda params, t, key: value_data(game, advantage_apply, v, params, t, key, v.value_games, self.sampling)
+        )
         self.init_memory = functools.partial(reservoir_init, v.value_capacity, example)
         self.relabel = jit(functools.partial(self._relabel, records_per_game=v.max_records, lam=v.value_lambda))
         # lambda = 1 keeps the game's returns as targets: no relabelling to compile or run.

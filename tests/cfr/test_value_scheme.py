@@ -155,6 +155,26 @@ def test_sampling_prefix_is_a_mean_of_at_least_one_move():
         tr.ValueConfig(sampling_prefix=10.0, traversal_prefix=True, max_records=1)
 
 
+def test_value_games_prefix_plays_the_traversals_sampling_policy():
+    """The solver's value games play the traversals' sampling policy (here half
+    safe_heuristic) in their prefix, and no policy at all without one."""
+    from lcjax.cfr.history_value import HistoryValue
+
+    game = LostCities()
+    spec = NetworkSpec(game.observation_size, game.num_actions, hidden_size=8, num_layers=1)
+    for prefix in (40.0, 0.0):
+        cfg = config_from_dict({
+            "game": "lost_cities", "traversal": {
+                "scheme": "value", "sampling_bot": "safe_heuristic", "sampling_bot_weight": 0.5,
+                "value": {"sampling_prefix": prefix, "value_head": "state"},
+            },
+        })
+        hv = HistoryValue(game, cfg, spec, make_apply(network_graphdef(spec)), jax.jit)
+        expected = tr.sampling_policy(game, cfg.traversal) if prefix else tr.SamplingPolicy()
+        assert hv.sampling.weight == expected.weight == (0.5 if prefix else 0.0)
+        assert (hv.sampling.act is None) == (prefix == 0.0)
+
+
 def test_traversal_prefix_needs_one_exploring_record():
     from lcjax.settings import ConfigError
 
