@@ -104,7 +104,9 @@ def test_sampling_prefix_plays_the_sampling_policy_and_records_after_it():
     never = jax.tree.map(jnp.zeros_like, PARAMS[0])
     never["output"]["bias"] = jnp.array([5.0, -5.0])
     bet = tr.SamplingPolicy(lambda key, state: jnp.int32(1), 0.99)
-    cfg = tr.ValueConfig(record_probability=1.0, max_records=2, max_steps=8, exploring_records=False, sampling_prefix=2.0)
+    cfg = tr.ValueConfig(
+        record_probability=1.0, max_records=2, max_steps=8, exploring_records=False, sampling_prefix=2.0
+    )
     n = 4096
     data = jax.jit(lambda k: tr.value_data(GAME, APPLY, cfg, (never, never), 1.0, k, n, bet))(jax.random.key(6))
     kinds = {}
@@ -136,7 +138,9 @@ def test_sampling_prefix_plays_the_sampling_policy_and_records_after_it():
 
 def test_sampling_prefix_of_one_move_is_the_strategies_own_games():
     """A prefix with mean 1 switches on every game's first move: the same items as none."""
-    base = tr.ValueConfig(record_probability=0.5, max_records=2, max_steps=8, value_head="state", exploring_records=False)
+    base = tr.ValueConfig(
+        record_probability=0.5, max_records=2, max_steps=8, value_head="state", exploring_records=False
+    )
     out = [
         jax.jit(lambda k, c=c: tr.value_data(GAME, APPLY, c, PARAMS, 1.0, k, 512))(jax.random.key(2))
         for c in (base, dataclasses.replace(base, sampling_prefix=1.0))

@@ -135,7 +135,9 @@ def loop_seeds(*keys: Array) -> Array:
     return jnp.stack([jax.random.bits(k, (2,), jnp.uint32) for k in keys])
 
 
-def policy_actions(policy: SamplingPolicy, seeds: Array, states, mask: Array, u: Array, move: Array, item: Array) -> Array:
+def policy_actions(
+    policy: SamplingPolicy, seeds: Array, states, mask: Array, u: Array, move: Array, item: Array
+) -> Array:
     """int32[W]: each lane's action under the fixed sampling `policy`, keyed by the node.
 
     Args:

@@ -367,7 +367,8 @@ def value_data(
     zi = jnp.zeros((width,), jnp.int32)
     carry = _DataCarry(
         cursor=roots[:width].T, live=roots_live[:width], game_id=jnp.arange(width, dtype=jnp.int32),
-        next_game=jnp.int32(width), records=zi, prefix=jnp.full((width,), cfg.sampling_prefix > 0.0), moves=zi, nodes=jnp.ones((width,), jnp.int32), truncated=zi,
+        next_game=jnp.int32(width), records=zi, prefix=jnp.full((width,), cfg.sampling_prefix > 0.0), moves=zi,
+        nodes=jnp.ones((width,), jnp.int32), truncated=zi,
         step=jnp.int32(0), rec_state=jnp.zeros((n_rows, packer.size), jnp.int32),
         rec_action=jnp.zeros((n_rows,), jnp.int32), rec_player=jnp.zeros((n_rows,), jnp.int32),
         rec_valid=jnp.zeros((n_rows,), bool), final=jnp.zeros((num_games + 1, 2), jnp.float32),
