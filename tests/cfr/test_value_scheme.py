@@ -64,18 +64,15 @@ def test_state_head_exploring_records_are_children_of_uniform_moves():
     assert abs(np.mean(np.asarray(found) == 1) - 0.5) < 0.05
 
 
-def test_traversal_prefix_records_each_games_traverser_only():
-    """With `traversal_prefix`, game g records only player g % 2's nodes, each the child of a
-    uniform move. Both players always pass: even games record the root's children ("p" and
-    "b", about evenly); odd games record player 1's move after player 0's pass, whose pass
-    child is terminal (no item) and whose bet child "pb" is kept."""
+def _always_pass():
+    """Kuhn advantage parameters whose strategy always passes (checks or folds)."""
     never = jax.tree.map(jnp.zeros_like, PARAMS[0])
     never["output"]["bias"] = jnp.array([5.0, -5.0])
-    cfg = tr.ValueConfig(
-        record_probability=1.0, max_records=1, max_steps=8, exploring_records=True, value_head="state",
-        traversal_prefix=True,
-    )
-    data = jax.jit(lambda k: tr.value_data(GAME, APPLY, cfg, (never, never), 1.0, k, 2048))(jax.random.key(4))
+    return never
+
+
+def _kuhn_history_names() -> dict:
+    """{observe_history bytes: "root" / "p" / "b" / "pb"} over every Kuhn deal."""
     kinds = {}
     for deck in GAME.all_decks():
         root = GAME.init_from_deck(jnp.asarray(deck))
@@ -84,6 +81,21 @@ def test_traversal_prefix_records_each_games_traverser_only():
             for a in actions:
                 state = GAME.step(state, a)
             kinds[np.asarray(GAME.observe_history(state)).tobytes()] = name
+    return kinds
+
+
+def test_traversal_prefix_records_each_games_traverser_only():
+    """With `traversal_prefix`, game g records only player g % 2's nodes, each the child of a
+    uniform move. Both players always pass: even games record the root's children ("p" and
+    "b", about evenly); odd games record player 1's move after player 0's pass, whose pass
+    child is terminal (no item) and whose bet child "pb" is kept."""
+    never = _always_pass()
+    cfg = tr.ValueConfig(
+        record_probability=1.0, max_records=1, max_steps=8, exploring_records=True, value_head="state",
+        traversal_prefix=True,
+    )
+    data = jax.jit(lambda k: tr.value_data(GAME, APPLY, cfg, (never, never), 1.0, k, 2048))(jax.random.key(4))
+    kinds = _kuhn_history_names()
     valid = np.asarray(data.valid)
     histories = np.asarray(data.items.history)
     found = [[kinds.get(histories[g].tobytes()) for g in range(parity, 2048, 2) if valid[g]] for parity in (0, 1)]
@@ -101,22 +113,14 @@ def test_sampling_prefix_plays_the_sampling_policy_and_records_after_it():
     switch on are recorded, on the strategies' own actions (always pass). So "b" (a bet at
     the root) is recorded only in even games, "pb" only in odd ones, and no recorded action
     is a bet."""
-    never = jax.tree.map(jnp.zeros_like, PARAMS[0])
-    never["output"]["bias"] = jnp.array([5.0, -5.0])
+    never = _always_pass()
     bet = tr.SamplingPolicy(lambda key, state: jnp.int32(1), 0.99)
     cfg = tr.ValueConfig(
         record_probability=1.0, max_records=2, max_steps=8, exploring_records=False, sampling_prefix=2.0
     )
     n = 4096
     data = jax.jit(lambda k: tr.value_data(GAME, APPLY, cfg, (never, never), 1.0, k, n, bet))(jax.random.key(6))
-    kinds = {}
-    for deck in GAME.all_decks():
-        root = GAME.init_from_deck(jnp.asarray(deck))
-        for name, actions in {"root": (), "p": (0,), "b": (1,), "pb": (0, 1)}.items():
-            state = root
-            for a in actions:
-                state = GAME.step(state, a)
-            kinds[np.asarray(GAME.observe_history(state)).tobytes()] = name
+    kinds = _kuhn_history_names()
     valid = np.asarray(data.valid).reshape(n, 2)
     histories = np.asarray(data.items.history).reshape(n, 2, -1)
     taken = np.asarray(data.items.action).reshape(n, 2, -1).argmax(-1)
