@@ -33,7 +33,7 @@ from lcjax.cfr.memory import Reservoir, reservoir_init, ring_add
 from lcjax.cfr.networks import NetworkSpec, init_params, make_apply, network_graphdef
 from lcjax.cfr.samples import ValueSample
 from lcjax.cfr.training import explained_fraction, make_optimizer, train_steps, value_loss
-from lcjax.cfr.traversal import UNIFORM_SAMPLING, ValueConfig, lambda_returns, sampling_policy, value_data
+from lcjax.cfr.traversal import SamplingPolicy, ValueConfig, lambda_returns, sampling_policy, value_data
 
 Array = jax.Array
 Params = Any
@@ -76,7 +76,7 @@ class HistoryValue:
         # `advantage_apply` is what the current strategies regret-match on (the solver's
         # `regret_apply`), so the value games play exactly the traversals' strategies.
         # A `sampling_prefix` plays the traversals' sampling policy (built only when read).
-        self.sampling = sampling_policy(game, config.traversal) if v.sampling_prefix > 0 else UNIFORM_SAMPLING
+        self.sampling = sampling_policy(game, config.traversal) if v.sampling_prefix > 0 else SamplingPolicy()
         self.collect = jit(
             lambda params, t, key: value_data(game, advantage_apply, v, params, t, key, v.value_games, self.sampling)
         )

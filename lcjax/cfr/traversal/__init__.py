@@ -26,7 +26,6 @@ from lcjax.cfr.traversal.external import ExternalConfig, external_sampling
 from lcjax.cfr.traversal.probe import ProbeConfig, probe_sampling
 from lcjax.cfr.traversal.results import TraversalCounters, TraversalResult
 from lcjax.cfr.traversal.schemes import sampling_policy, traversal_fn
-from lcjax.cfr.traversal.trajectory import UNIFORM as UNIFORM_SAMPLING
 from lcjax.cfr.traversal.trajectory import SamplingPolicy
 from lcjax.cfr.traversal.value import VALUE_HEADS, ValueConfig, ValueData, lambda_returns, value_data, value_sampling
 
@@ -39,7 +38,6 @@ __all__ = [
     "VALUE_HEADS",
     "TraversalCounters",
     "TraversalResult",
-    "UNIFORM_SAMPLING",
     "external_sampling",
     "lambda_returns",
     "probe_sampling",

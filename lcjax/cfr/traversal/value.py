@@ -263,9 +263,10 @@ def _data_step(s: _DataSetup, c: _DataCarry) -> _DataCarry:
     record = c.live & (ln.uniforms(s.seeds[2], c.moves, c.game_id) < s.cfg.record_probability)
     record = record & (c.records < per_game)
     explore = ln.uniforms(s.seeds[1], c.step, lane) < s.cfg.exploration
+    # Game g's "traverser" (the player of either prefix) is player g % 2.
+    own = player == c.game_id % 2
     if s.cfg.traversal_prefix:
-        # Game g's "traverser" is player g % 2: uniform until its record, recorded only there.
-        own = player == c.game_id % 2
+        # Uniform until its record, recorded only there.
         record = record & own
         explore = explore | (own & (c.records == 0))
     prefix = c.prefix
@@ -280,7 +281,7 @@ def _data_step(s: _DataSetup, c: _DataCarry) -> _DataCarry:
     action = jnp.where(explore, ln.uniform_columns(mask, u), ln.sample_columns(sigma, u))
     if s.cfg.sampling_prefix > 0.0:
         sampled = tj.policy_actions(s.sampling, s.prefix_seeds[1:], states, mask, u, c.moves, c.game_id)
-        action = jnp.where(prefix & (player == c.game_id % 2), sampled, action)
+        action = jnp.where(prefix & own, sampled, action)
     child = s.game.step(states, action)
     # A state value's exploring record is the child of the uniform move (the strategies play
     # on from it, so its target is V of the child), kept only when the child is not terminal.
