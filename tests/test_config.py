@@ -656,11 +656,13 @@ def test_cpu_config_ships_measured_settings():
     ("Twice the data per iteration"), weighs regrets t^2 ("Regrets weighted t^2") and uses
     SiLU units ("SiLU units"); its value games begin with the traversals' sampling policy
     ("Value games that begin like the traversals"), 2,048 of them per iteration ("Twice
-    the value games")."""
+    the value games"), played on 256 lanes ("Cheaper value games")."""
     cfg = C.load_config(CONFIG_DIR / "cpu.yaml")
     t = cfg.traversal
     assert (t.traversals_per_player, t.traversal_batch) == (256, 256)
     assert (t.value.value_games, t.value.value_capacity, t.value.value_batch) == (2048, 131072, 1024)
+    # 256 lanes: the traversals' own width, and the value games' fastest on a 2-core CPU.
+    assert t.value.lanes == 256
     assert (cfg.optimization.advantage_batch, cfg.optimization.strategy_batch) == (1024, 1024)
     assert (cfg.evaluation.eval_every, cfg.evaluation.extended_every) == (20, 40)
     o = cfg.optimization

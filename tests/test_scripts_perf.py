@@ -1,7 +1,8 @@
 """Smoke tests of the performance scripts `scripts/profile_forward.py`,
-`scripts/bench_precision.py`, `scripts/bench_traversal.py` and `scripts/bench_iteration.py`:
-each `main()` runs in-process with tiny networks (and a tiny Lost Cities variant), batches
-and repeats, and its JSON must hold the documented keys with numbers that agree.
+`scripts/bench_precision.py`, `scripts/bench_traversal.py`, `scripts/bench_iteration.py`
+and `scripts/bench_value_phase.py`: each `main()` runs in-process with tiny networks (and a
+tiny Lost Cities variant, or a tiny Kuhn run), batches and repeats, and its JSON must hold
+the documented keys with numbers that agree.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import math
 import bench_iteration
 import bench_precision
 import bench_traversal
+import bench_value_phase
 import profile_forward
 import pytest
 
@@ -197,3 +199,46 @@ def test_bench_iteration_rejects_bad_input(capsys):
     assert "lost_cities" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         bench_iteration.main(["--target-nodes", "0"])
+
+
+def _tiny_kuhn_value_run(path):
+    from lcjax.config import config_from_dict
+    from lcjax.run import train
+
+    tiny = {
+        "game": "kuhn",
+        "run": {"name": "value", "seed": 0, "max_iterations": 1},
+        "network": {"hidden_size": 8, "num_layers": 1},
+        "traversal": {
+            "scheme": "value", "traversals_per_player": 16, "traversal_batch": 16,
+            "value": {"max_samples": 2, "max_strategy": 2, "max_steps": 4, "value_games": 32, "record_probability": 1.0,
+                      "max_records": 2, "value_capacity": 48, "value_steps": 4, "value_batch": 8,
+                      "value_head": "state", "value_lambda": 0.5},
+        },
+        "optimization": {"advantage_steps": 4, "advantage_batch": 16, "strategy_steps": 4, "strategy_batch": 16},
+        "memory": {"advantage_capacity": 128, "strategy_capacity": 128},
+        "evaluation": {"eval_every": 0},
+    }
+    return train(config_from_dict(tiny), run_dir=path).run_dir
+
+
+def test_bench_value_phase_json(tmp_path, capsys):
+    run = _tiny_kuhn_value_run(tmp_path / "run")
+    path = tmp_path / "value_phase.json"
+    argv = ["--checkpoint", str(run), "--repeats", "1", "--set", "traversal.value.lanes=8", "--json", str(path)]
+    assert bench_value_phase.main(argv) == 0
+    assert "relabel" in capsys.readouterr().out
+    data = json.loads(path.read_text())
+    assert data["iteration"] == 1 and data["settings"]["lanes"] == 8 and data["settings"]["value_games"] == 32
+    for part in ("value_games", "relabel", "add", "fit"):
+        assert _positive(data[part + "_seconds"]), part
+    total = sum(data[p + "_seconds"] for p in ("value_games", "relabel", "add", "fit"))
+    assert data["total_seconds"] == pytest.approx(total)
+    # 32 games of at most 2 records, in a window of 48: the items are built in 48 rows.
+    assert data["item_rows"] == 48 and 0 < data["items"] <= 48 and data["states"] >= 2 * 32
+    # Only value settings may change (V's network must stay the checkpoint's).
+    with pytest.raises(SystemExit):
+        bench_value_phase.main(["--checkpoint", str(run), "--set", "network.hidden_size=16"])
+    assert "traversal.value" in capsys.readouterr().err
+    assert bench_value_phase.main(["--checkpoint", str(tmp_path / "nowhere")]) == 2
+    assert "not a run directory" in capsys.readouterr().err

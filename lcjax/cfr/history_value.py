@@ -4,7 +4,8 @@ Each iteration, before the traversals, `HistoryValue.fit` plays `value_games` ga
 both players on their current strategies (`traversal.value_data`), adds their items to the
 value memory, a sliding window of the `value_capacity` most recent items (`ring_add`: Q
 must follow the current strategies, so old games should leave, but one iteration's games
-alone are too few to fit on without overfitting), and fits Q on it for `value_steps` Adam
+alone are too few to fit on without overfitting; items of one iteration beyond the window
+are never built, see `traversal.ValueData`), and fits Q on it for `value_steps` Adam
 steps, continuing from the previous iteration's Q (`value_warm_start`) or from a fresh
 network. The traversals then read regrets off the fitted Q.
 
@@ -33,7 +34,7 @@ from lcjax.cfr.memory import Reservoir, reservoir_init, ring_add
 from lcjax.cfr.networks import NetworkSpec, init_params, make_apply, network_graphdef
 from lcjax.cfr.samples import ValueSample
 from lcjax.cfr.training import explained_fraction, make_optimizer, train_steps, value_loss
-from lcjax.cfr.traversal import SamplingPolicy, ValueConfig, lambda_returns, sampling_policy, value_data
+from lcjax.cfr.traversal import SamplingPolicy, ValueConfig, history_values, relabelled_targets, sampling_policy, value_data
 
 Array = jax.Array
 Params = Any
@@ -81,7 +82,9 @@ class HistoryValue:
             lambda params, t, key: value_data(game, advantage_apply, v, params, t, key, v.value_games, self.sampling)
         )
         self.init_memory = functools.partial(reservoir_init, v.value_capacity, example)
-        self.relabel = jit(functools.partial(self._relabel, records_per_game=v.max_records, lam=v.value_lambda))
+        self.relabel = jit(functools.partial(
+            self._relabel, num_rows=v.value_games * v.max_records, records_per_game=v.max_records, lam=v.value_lambda
+        ))
         # lambda = 1 keeps the game's returns as targets: no relabelling to compile or run.
         self.relabels = v.value_lambda < 1.0
         self.add = jit(ring_add, donate_argnums=(0,))
@@ -91,10 +94,13 @@ class HistoryValue:
         ))
         self.fresh = jax.jit(self._fresh)
 
-    def _relabel(self, value_params, data, *, records_per_game: int, lam: float) -> ValueSample:
-        """`data`'s items with lambda-return targets, bootstrapped on V = `value_params`."""
-        values = self.apply_fn(value_params, data.items.history).astype(jnp.float32)[:, 0]
-        target = lambda_returns(data.items.target, values, data.valid, data.players, records_per_game, lam)
+    def _relabel(self, value_params, data, *, num_rows: int, records_per_game: int, lam: float) -> ValueSample:
+        """`data`'s items with lambda-return targets, bootstrapped on V = `value_params`.
+
+        V is evaluated on the kept items only (they are a prefix of `data`'s rows)."""
+        count = jnp.sum(data.valid.astype(jnp.int32))
+        values = history_values(self.apply_fn, value_params, data.items.history, count=count)[:, 0]
+        target = relabelled_targets(values, data, num_rows, records_per_game, lam)
         return data.items._replace(target=target)
 
     def _fresh(self, key: Array):
@@ -116,8 +122,9 @@ class HistoryValue:
 
         Returns (Q params, Q optimizer state, memory, metrics): `loss/value`, `fve/value`
         (1 - loss / the loss of predicting zeros), `nonfinite/value`, `value/items` (this
-        iteration's), `value/nodes`, `value/truncated`, `memory/value`,
-        `time/value_data_seconds`, `time/value_train_seconds`.
+        iteration's kept items: whole games' items, at most `value_capacity`), `value/nodes`,
+        `value/truncated`, `memory/value`, `time/value_data_seconds`,
+        `time/value_train_seconds`.
         """
         k_data, k_init, k_train = jax.random.split(key, 3)
         t0 = time.perf_counter()

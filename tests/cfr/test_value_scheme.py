@@ -25,6 +25,22 @@ APPLY = make_apply(network_graphdef(SPEC))
 PARAMS = (init_params(SPEC, jax.random.key(0)), init_params(SPEC, jax.random.key(1)))
 
 
+def _by_record(data, num_rows: int) -> dict:
+    """`data`'s kept items spread back to their record rows (game g's record r at row
+    g * max_records + r), as numpy arrays: valid, history, action, target, players."""
+    rows = np.asarray(data.rows)
+    valid = np.asarray(data.valid)
+    assert np.all(valid[: valid.sum()]) and np.all(rows[valid] < num_rows) and np.all(rows[~valid] == num_rows)
+    out = {}
+    for name, x in (("history", data.items.history), ("action", data.items.action), ("target", data.items.target),
+                    ("players", data.players), ("valid", data.valid)):
+        x = np.asarray(x)
+        full = np.zeros((num_rows + 1,) + x.shape[1:], x.dtype)
+        full[rows] = x
+        out[name] = full[:num_rows]
+    return out
+
+
 @pytest.mark.parametrize("exploring", [True, False])
 def test_value_data_items_are_scaled_returns_of_recorded_nodes(exploring):
     cfg = tr.ValueConfig(record_probability=1.0, max_records=2, max_steps=8, exploring_records=exploring)
@@ -96,14 +112,14 @@ def test_traversal_prefix_records_each_games_traverser_only():
     )
     data = jax.jit(lambda k: tr.value_data(GAME, APPLY, cfg, (never, never), 1.0, k, 2048))(jax.random.key(4))
     kinds = _kuhn_history_names()
-    valid = np.asarray(data.valid)
-    histories = np.asarray(data.items.history)
+    full = _by_record(data, 2048)
+    valid, histories = full["valid"], full["history"]
     found = [[kinds.get(histories[g].tobytes()) for g in range(parity, 2048, 2) if valid[g]] for parity in (0, 1)]
     assert len(found[0]) == 1024 and set(found[0]) == {"p", "b"}
     assert abs(np.mean(np.asarray(found[0]) == "b") - 0.5) < 0.06
     assert 400 < len(found[1]) < 624 and set(found[1]) == {"pb"}
     # The recorded state's player to act: player 1 after the root's move, player 0 after "pb".
-    players = np.asarray(data.players)
+    players = full["players"]
     assert np.all(players[0::2][valid[0::2]] == 1) and np.all(players[1::2][valid[1::2]] == 0)
 
 
@@ -121,9 +137,10 @@ def test_sampling_prefix_plays_the_sampling_policy_and_records_after_it():
     n = 4096
     data = jax.jit(lambda k: tr.value_data(GAME, APPLY, cfg, (never, never), 1.0, k, n, bet))(jax.random.key(6))
     kinds = _kuhn_history_names()
-    valid = np.asarray(data.valid).reshape(n, 2)
-    histories = np.asarray(data.items.history).reshape(n, 2, -1)
-    taken = np.asarray(data.items.action).reshape(n, 2, -1).argmax(-1)
+    full = _by_record(data, 2 * n)
+    valid = full["valid"].reshape(n, 2)
+    histories = full["history"].reshape(n, 2, -1)
+    taken = full["action"].reshape(n, 2, -1).argmax(-1)
     assert np.all(taken[valid] == 0)
     share = {}
     for parity in (0, 1):
@@ -324,6 +341,60 @@ def test_lambda_returns_match_the_recursion_in_each_players_units(lam):
     if lam == 1.0:  # the Monte Carlo targets come back unchanged
         np.testing.assert_allclose(out, np.where(valid, targets, 0.0), atol=1e-5)
 
+
+
+def test_kept_rows_are_whole_games_in_order_up_to_the_window():
+    # Three games of four records: 3, 0 and 2 valid items (valid rows are each game's first).
+    valid = jnp.asarray([1, 1, 1, 0, 0, 0, 0, 0, 1, 1, 0, 0], bool)
+    np.testing.assert_array_equal(np.asarray(tr.kept_rows(valid, 4, 6)), [0, 1, 2, 8, 9, 12])
+    # Room for four items: the third game's two do not both fit, so neither is kept.
+    np.testing.assert_array_equal(np.asarray(tr.kept_rows(valid, 4, 4)), [0, 1, 2, 12])
+    # Not even the first game fits: nothing is kept (no game is ever cut in two).
+    np.testing.assert_array_equal(np.asarray(tr.kept_rows(valid, 4, 2)), [12, 12])
+
+
+def test_value_data_keeps_whole_games_up_to_the_value_window():
+    """The same games with a window too small for all of their items: the kept items are
+    the first games' items, whole, identical to those kept with room for all."""
+    cfg = tr.ValueConfig(record_probability=1.0, max_records=2, max_steps=8, exploring_records=False, value_capacity=4096)
+    small = dataclasses.replace(cfg, value_capacity=301)
+    wide, narrow = (jax.jit(lambda k, c=c: tr.value_data(GAME, APPLY, c, PARAMS, 1.0, k, 256))(jax.random.key(5)) for c in (cfg, small))
+    assert np.asarray(wide.valid).shape == (512,) and np.asarray(narrow.valid).shape == (301,)
+    n_wide, n_narrow = int(np.asarray(wide.valid).sum()), int(np.asarray(narrow.valid).sum())
+    assert n_wide > 301 and 299 <= n_narrow <= 301  # Kuhn records 2 items per game
+    np.testing.assert_array_equal(np.asarray(narrow.rows)[:n_narrow], np.asarray(wide.rows)[:n_narrow])
+    for a, b in zip(jax.tree.leaves(narrow.items), jax.tree.leaves(wide.items)):
+        np.testing.assert_array_equal(np.asarray(a)[:n_narrow], np.asarray(b)[:n_narrow])
+    games = np.asarray(narrow.rows)[:n_narrow] // 2
+    assert np.all(np.bincount(games) == 2)  # each kept game with both of its items
+
+
+def test_relabelled_targets_are_the_lambda_returns_of_the_record_rows():
+    cfg = tr.ValueConfig(record_probability=0.7, max_records=3, max_steps=8, exploring_records=False, value_head="state")
+    data = jax.jit(lambda k: tr.value_data(GAME, APPLY, cfg, PARAMS, 1.0, k, 64))(jax.random.key(8))
+    values = jnp.asarray(np.random.default_rng(0).normal(size=data.valid.shape[0]).astype(np.float32))
+    got = np.asarray(tr.relabelled_targets(values, data, 64 * 3, 3, 0.5))
+    full = _by_record(data, 64 * 3)
+    spread = np.zeros(64 * 3 + 1, np.float32)
+    spread[np.asarray(data.rows)] = np.asarray(values)
+    want = np.asarray(tr.lambda_returns(
+        jnp.asarray(full["target"]), jnp.asarray(spread[:-1]), jnp.asarray(full["valid"]), jnp.asarray(full["players"]), 3, 0.5
+    ))
+    valid = np.asarray(data.valid)
+    assert valid.sum() > 64
+    np.testing.assert_allclose(got[valid], want[np.asarray(data.rows)[valid]], rtol=1e-6)
+    assert np.all(got[~valid] == 0.0)
+
+
+def test_history_values_skip_rows_past_count():
+    rows = jnp.asarray(np.random.default_rng(2).normal(size=(700, 5)).astype(np.float32))
+    apply = lambda p, x: x[:, :2] * p  # noqa: E731
+    full = np.asarray(tr.history_values(apply, 2.0, rows, chunk=256))
+    part = np.asarray(tr.history_values(apply, 2.0, rows, chunk=256, count=jnp.int32(300)))
+    np.testing.assert_allclose(full, 2.0 * np.asarray(rows)[:, :2])
+    # Chunks starting before 300 (rows 0-511) are evaluated, the last one is skipped.
+    np.testing.assert_allclose(part[:512], full[:512])
+    assert np.all(part[512:] == 0.0)
 
 def test_value_lambda_below_one_needs_the_state_head():
     from lcjax.settings import ConfigError

@@ -27,7 +27,10 @@ from lcjax.cfr.traversal.probe import ProbeConfig, probe_sampling
 from lcjax.cfr.traversal.results import TraversalCounters, TraversalResult
 from lcjax.cfr.traversal.schemes import sampling_policy, traversal_fn
 from lcjax.cfr.traversal.trajectory import SamplingPolicy
-from lcjax.cfr.traversal.value import VALUE_HEADS, ValueConfig, ValueData, lambda_returns, value_data, value_sampling
+from lcjax.cfr.traversal.value import (
+    VALUE_HEADS, ValueConfig, ValueData, history_values, kept_rows, lambda_returns, relabelled_targets, value_data,
+    value_sampling,
+)
 
 __all__ = [
     "ExternalConfig",
@@ -39,7 +42,10 @@ __all__ = [
     "TraversalCounters",
     "TraversalResult",
     "external_sampling",
+    "history_values",
+    "kept_rows",
     "lambda_returns",
+    "relabelled_targets",
     "probe_sampling",
     "sampling_policy",
     "traversal_fn",

@@ -321,21 +321,47 @@ def _data_step(s: _DataSetup, c: _DataCarry) -> _DataCarry:
 
 
 class ValueData(NamedTuple):
-    """Fixed-shape output of `value_data`.
+    """Fixed-shape output of `value_data`: the kept items, compacted to the front.
+
+    K = min(G * max_records, value_capacity) rows. Game g's record r is the row
+    g * max_records + r of the games' records; the kept items are whole games' valid
+    records in that order, at most K of them (more could not fit in the value window
+    together, so they are never built: the window's `ring_add` would overwrite them with
+    the same batch).
 
     Attributes:
-      items: ValueSample with leading axis G * max_records.
-      valid: bool[G * max_records], which rows are real items (recorded in a finished game).
+      items: ValueSample with leading axis K.
+      valid: bool[K], which rows are kept items (a prefix: rows past it are zero fill).
+      rows: int32[K], each kept item's record row g * max_records + r (G * max_records on
+        the fill rows).
       nodes: int32 scalar, states visited.
       truncated: int32 scalar, games cut at `max_steps`.
-      players: int32[G * max_records], the acting player of each item's state.
+      players: int32[K], the acting player of each item's state.
     """
 
     items: ValueSample
     valid: Array
+    rows: Array
     nodes: Array
     truncated: Array
     players: Array
+
+
+def kept_rows(valid: Array, records_per_game: int, keep: int) -> Array:
+    """int32[keep]: the record rows kept, in order: whole games' valid rows, at most `keep`.
+
+    A game whose valid rows do not all fit is dropped with every later one, so that each
+    kept item's game has all its items (its lambda-return reads them). Rows past the last
+    kept one are len(valid).
+
+    Args:
+      valid: bool[G * R], the records that are items (R = `records_per_game`, static).
+      keep: static number of rows returned.
+    """
+    per_game = valid.reshape(-1, records_per_game).sum(axis=1)
+    fits = jnp.cumsum(per_game) <= keep
+    rows, _ = ln.lanes_of(valid & jnp.repeat(fits, records_per_game), keep)
+    return rows
 
 
 def value_data(
@@ -378,21 +404,70 @@ def value_data(
     more = lambda c: jnp.any(c.live) | (c.next_game < num_games)  # noqa: E731
     c = lax.while_loop(more, lambda c: _data_step(s, c), carry)
     game_of = jnp.arange(n_rows) // cfg.max_records
-    valid = c.rec_valid & c.finished[game_of]
-    mine = _of_player(c.final[game_of].T, c.rec_player)
-    recorded = packer.unpack(c.rec_state.T)
-    history = s.game.observe_history(recorded).T.astype(jnp.float32)
+    # Only the kept rows become items: a game records up to max_records nodes but, once
+    # its players play sensibly, uses a fraction of them (Lost Cities: ~30 of 128), and the
+    # histories and the relabelling forward cost as much per row as the games' own moves.
+    rows = kept_rows(c.rec_valid & c.finished[game_of], cfg.max_records, min(n_rows, cfg.value_capacity))
+    valid = rows < n_rows
+    at = jnp.minimum(rows, n_rows - 1)
+    player = c.rec_player[at]
+    mine = _of_player(c.final[game_of[at]].T, player)
+    history, returns_now = _kept_histories(s.game, packer, c.rec_state[at], jnp.sum(valid.astype(jnp.int32)))
     if cfg.value_head == "actions":
-        action = jax.nn.one_hot(c.rec_action, game.num_actions, dtype=jnp.bool_)
+        action = jax.nn.one_hot(c.rec_action[at], game.num_actions, dtype=jnp.bool_)
     else:
         # V(h): the single output is always the one trained, on the change of the return from
         # where the recorded state stands, so the immediate effect of an action is exact.
-        action = jnp.ones((n_rows, 1), jnp.bool_)
-        mine = mine - _of_player(s.game.returns(recorded), c.rec_player)
+        action = jnp.ones((rows.shape[0], 1), jnp.bool_)
+        mine = mine - _of_player(returns_now, player)
     target = jnp.where(valid, mine / return_scale(game, cfg), 0.0)
-    t = jnp.full((n_rows,), jnp.asarray(iteration, jnp.float32))
+    t = jnp.full(rows.shape, jnp.asarray(iteration, jnp.float32))
     items = ValueSample(history, action, target, t)
-    return ValueData(items, valid, jnp.sum(c.nodes), jnp.sum(c.truncated), c.rec_player)
+    return ValueData(items, valid, rows, jnp.sum(c.nodes), jnp.sum(c.truncated), player)
+
+
+def _kept_histories(game: ln.BatchedGame, packer: ln.Packer, packed: Array, count: Array, chunk: int = 1024):
+    """(float32[K, H], float32[2, K]): `observe_history` and `returns` of K packed states
+    (int32[K, F]), in chunks; chunks that start at or after `count` are skipped (zeros).
+
+    The kept items are a prefix of their rows, so this costs what the items need: a row
+    of history costs about as much as a move of the games."""
+    k = packed.shape[0]
+    c = min(chunk, k)
+    n_chunks = -(-k // c)
+    padded = jnp.pad(packed, ((0, n_chunks * c - k), (0, 0))).reshape(n_chunks, c, -1)
+    shapes = jax.eval_shape(lambda x: _history_and_returns(game, packer, x), padded[0])
+
+    def one(i):
+        return lax.cond(
+            i * c < count,
+            lambda: _history_and_returns(game, packer, padded[i]),
+            lambda: jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), shapes),
+        )
+
+    history, returns_now = lax.map(one, jnp.arange(n_chunks))
+    return history.reshape(n_chunks * c, -1)[:k], returns_now.transpose(1, 0, 2).reshape(2, -1)[:, :k]
+
+
+def _history_and_returns(game: ln.BatchedGame, packer: ln.Packer, packed: Array):
+    states = packer.unpack(packed.T)
+    return game.observe_history(states).T.astype(jnp.float32), game.returns(states).astype(jnp.float32)
+
+
+def relabelled_targets(values: Array, data: ValueData, num_rows: int, records_per_game: int, lam: float) -> Array:
+    """float32[K]: `lambda_returns` of `data`'s kept items, given V at them (float32[K]).
+
+    The items go back to their record rows (`data.rows`, `num_rows` = G * R of them, static)
+    so that each game's items are in recording order, and come back compacted.
+    """
+    def spread(x, fill):
+        return jnp.full((num_rows + 1,), fill, x.dtype).at[data.rows].set(x)[:num_rows]
+
+    g = lambda_returns(
+        spread(data.items.target, 0.0), spread(values, 0.0), spread(data.valid, False), spread(data.players, 0),
+        records_per_game, lam,
+    )
+    return jnp.where(data.valid, g[jnp.minimum(data.rows, num_rows - 1)], 0.0)
 
 
 def lambda_returns(targets: Array, values: Array, valid: Array, players: Array, records_per_game: int, lam: float) -> Array:
@@ -443,13 +518,29 @@ def history_rows(game, packer: ln.Packer, packed: Array) -> Array:
     return ln.BatchedGame(game).observe_history(packer.unpack(packed.T)).T.astype(jnp.float32)
 
 
-def history_values(value_apply, value_params, rows: Array, chunk: int = 0) -> Array:
-    """float32[N, A]: Q of N history rows, in chunks of `eval_chunk_size(chunk)` rows."""
+def history_values(value_apply, value_params, rows: Array, chunk: int = 0, count: Array | None = None) -> Array:
+    """float32[N, A]: Q of N history rows, in chunks of `eval_chunk_size(chunk)` rows.
+
+    With `count` (int32 scalar) only rows before it are evaluated: chunks that start at or
+    after it are skipped and their rows are 0.
+    """
     n = rows.shape[0]
     c = min(ln.eval_chunk_size(chunk), n)
     pad = -(-n // c) * c - n
     padded = jnp.pad(rows, ((0, pad), (0, 0))).reshape(-1, c, rows.shape[1])
-    q = lax.map(lambda x: value_apply(value_params, x).astype(jnp.float32), padded)
+    n_out = jax.eval_shape(value_apply, value_params, padded[0]).shape[-1]
+
+    def one(i):
+        x = padded[i]
+        if count is None:
+            return value_apply(value_params, x).astype(jnp.float32)
+        return lax.cond(
+            i * c < count,
+            lambda: value_apply(value_params, x).astype(jnp.float32),
+            lambda: jnp.zeros((c, n_out), jnp.float32),
+        )
+
+    q = lax.map(one, jnp.arange(padded.shape[0]))
     return q.reshape(-1, q.shape[-1])[:n]
 
 
