@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {args.checkpoint} runs traversal.scheme={config.traversal.scheme!r}; this needs 'value'", file=sys.stderr)
         return 2
     v = config.traversal.value
-    hv = HistoryValue(solver.game, solver_config(config), solver.spec, current_strategy_apply(solver), jax.jit)
+    hv = HistoryValue(solver.game, solver_config(config), solver.spec, solver.regret_apply, jax.jit)
     t = jnp.float32(int(state.iteration) + 1)
     key = jax.random.key(args.seed)
 
@@ -109,13 +109,6 @@ def main(argv: list[str] | None = None) -> int:
         common.write_json(result, args.json)
         print(f"wrote {args.json}")
     return 0
-
-
-def current_strategy_apply(solver):
-    """The forward the value games regret-match on: the solver's own (`regret_exponent`)."""
-    from lcjax.cfr.regret import powered_apply
-
-    return powered_apply(solver.apply_fn, solver.config.optimization.regret_exponent)
 
 
 if __name__ == "__main__":

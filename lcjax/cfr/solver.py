@@ -187,6 +187,8 @@ class DeepCFR:
       config: the SolverConfig.
       spec: the NetworkSpec shared by the three networks.
       apply_fn: the networks' forward `apply(params, x)`.
+      regret_apply: the advantage networks' forward that every reader of the current
+        strategies regret-matches on (`apply_fn` through `optimization.regret_exponent`).
     """
 
     def __init__(self, game, config: SolverConfig = SolverConfig(), mesh=None):
@@ -196,6 +198,7 @@ class DeepCFR:
         self._phases = phases
         self.spec = phases.spec
         self.apply_fn = phases.apply_fn
+        self.regret_apply = phases.regret_apply
         self.optimizer = phases.optimizer
         self._train_advantage = phases.train_advantage
         self._train_strategy = phases.train_strategy

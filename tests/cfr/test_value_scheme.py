@@ -342,7 +342,6 @@ def test_lambda_returns_match_the_recursion_in_each_players_units(lam):
         np.testing.assert_allclose(out, np.where(valid, targets, 0.0), atol=1e-5)
 
 
-
 def test_kept_rows_are_whole_games_in_order_up_to_the_window():
     # Three games of four records: 3, 0 and 2 valid items (valid rows are each game's first).
     valid = jnp.asarray([1, 1, 1, 0, 0, 0, 0, 0, 1, 1, 0, 0], bool)
@@ -395,6 +394,7 @@ def test_history_values_skip_rows_past_count():
     # Chunks starting before 300 (rows 0-511) are evaluated, the last one is skipped.
     np.testing.assert_allclose(part[:512], full[:512])
     assert np.all(part[512:] == 0.0)
+
 
 def test_value_lambda_below_one_needs_the_state_head():
     from lcjax.settings import ConfigError

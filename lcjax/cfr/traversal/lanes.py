@@ -205,6 +205,30 @@ def eval_chunk_size(requested: int = 0) -> int:
     return 256 if jax.default_backend() == "cpu" else 2048
 
 
+def map_prefix_chunks(fn, xs: Array, chunk: int, count: Array | None = None):
+    """`fn` over the rows of `xs` (leading axis N) in chunks of `chunk` rows, one `lax.map`.
+
+    `fn(x)` takes `chunk` rows and returns a pytree of arrays with leading axis `chunk`; the
+    result has leading axis N. With `count` (int32 scalar) the rows used are a prefix: chunks
+    that start at or after it are skipped and their rows are zeros, so the cost follows
+    `count`, not N.
+    """
+    n = xs.shape[0]
+    c = min(chunk, n)
+    n_chunks = -(-n // c)
+    padded = jnp.pad(xs, ((0, n_chunks * c - n),) + ((0, 0),) * (xs.ndim - 1)).reshape((n_chunks, c) + xs.shape[1:])
+    shapes = jax.eval_shape(fn, padded[0])
+
+    def one(i):
+        if count is None:
+            return fn(padded[i])
+        zeros = lambda: jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), shapes)  # noqa: E731
+        return lax.cond(i * c < count, lambda: fn(padded[i]), zeros)
+
+    out = lax.map(one, jnp.arange(n_chunks))
+    return jax.tree.map(lambda a: a.reshape((n_chunks * c,) + a.shape[2:])[:n], out)
+
+
 def lane_strategy(apply_fn, params, obs_rows, mask, player, need, flag, chunk: int = 0):
     """Current strategies of the lanes that need one this step: float32[A, W].
 

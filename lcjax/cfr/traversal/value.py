@@ -426,32 +426,17 @@ def value_data(
     return ValueData(items, valid, rows, jnp.sum(c.nodes), jnp.sum(c.truncated), player)
 
 
-def _kept_histories(game: ln.BatchedGame, packer: ln.Packer, packed: Array, count: Array, chunk: int = 1024):
+def _kept_histories(game: ln.BatchedGame, packer: ln.Packer, packed: Array, count: Array):
     """(float32[K, H], float32[2, K]): `observe_history` and `returns` of K packed states
-    (int32[K, F]), in chunks; chunks that start at or after `count` are skipped (zeros).
+    (int32[K, F]), in chunks of 1,024; chunks that start at or after `count` are skipped
+    (zeros). The kept items are a prefix of their rows, so this costs what the items need:
+    a row of history costs about as much as a move of the games."""
+    def history_and_returns(x):
+        states = packer.unpack(x.T)
+        return game.observe_history(states).T.astype(jnp.float32), game.returns(states).T.astype(jnp.float32)
 
-    The kept items are a prefix of their rows, so this costs what the items need: a row
-    of history costs about as much as a move of the games."""
-    k = packed.shape[0]
-    c = min(chunk, k)
-    n_chunks = -(-k // c)
-    padded = jnp.pad(packed, ((0, n_chunks * c - k), (0, 0))).reshape(n_chunks, c, -1)
-    shapes = jax.eval_shape(lambda x: _history_and_returns(game, packer, x), padded[0])
-
-    def one(i):
-        return lax.cond(
-            i * c < count,
-            lambda: _history_and_returns(game, packer, padded[i]),
-            lambda: jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), shapes),
-        )
-
-    history, returns_now = lax.map(one, jnp.arange(n_chunks))
-    return history.reshape(n_chunks * c, -1)[:k], returns_now.transpose(1, 0, 2).reshape(2, -1)[:, :k]
-
-
-def _history_and_returns(game: ln.BatchedGame, packer: ln.Packer, packed: Array):
-    states = packer.unpack(packed.T)
-    return game.observe_history(states).T.astype(jnp.float32), game.returns(states).astype(jnp.float32)
+    history, returns_now = ln.map_prefix_chunks(history_and_returns, packed, 1024, count)
+    return history, returns_now.T
 
 
 def relabelled_targets(values: Array, data: ValueData, num_rows: int, records_per_game: int, lam: float) -> Array:
@@ -524,24 +509,9 @@ def history_values(value_apply, value_params, rows: Array, chunk: int = 0, count
     With `count` (int32 scalar) only rows before it are evaluated: chunks that start at or
     after it are skipped and their rows are 0.
     """
-    n = rows.shape[0]
-    c = min(ln.eval_chunk_size(chunk), n)
-    pad = -(-n // c) * c - n
-    padded = jnp.pad(rows, ((0, pad), (0, 0))).reshape(-1, c, rows.shape[1])
-    n_out = jax.eval_shape(value_apply, value_params, padded[0]).shape[-1]
-
-    def one(i):
-        x = padded[i]
-        if count is None:
-            return value_apply(value_params, x).astype(jnp.float32)
-        return lax.cond(
-            i * c < count,
-            lambda: value_apply(value_params, x).astype(jnp.float32),
-            lambda: jnp.zeros((c, n_out), jnp.float32),
-        )
-
-    q = lax.map(one, jnp.arange(padded.shape[0]))
-    return q.reshape(-1, q.shape[-1])[:n]
+    return ln.map_prefix_chunks(
+        lambda x: value_apply(value_params, x).astype(jnp.float32), rows, ln.eval_chunk_size(chunk), count
+    )
 
 
 def child_values(game, packer: ln.Packer, packed: Array, need: Array, value_apply, value_params, scale: float) -> Array:
