@@ -656,7 +656,9 @@ def test_cpu_config_ships_measured_settings():
     ("Twice the data per iteration"), weighs regrets t^2 ("Regrets weighted t^2") and uses
     SiLU units ("SiLU units"); its value games begin with the traversals' sampling policy
     ("Value games that begin like the traversals"), 2,048 of them per iteration ("Twice
-    the value games"), played on 256 lanes ("Cheaper value games")."""
+    the value games"), played on 256 lanes ("Cheaper value games"); its advantage phases
+    take 150 steps on minibatches drawn by weight ("Half the advantage steps, drawn by
+    weight")."""
     cfg = C.load_config(CONFIG_DIR / "cpu.yaml")
     t = cfg.traversal
     assert (t.traversals_per_player, t.traversal_batch) == (256, 256)
@@ -664,6 +666,8 @@ def test_cpu_config_ships_measured_settings():
     # 256 lanes: the traversals' own width, and the value games' fastest on a 2-core CPU.
     assert t.value.lanes == 256
     assert (cfg.optimization.advantage_batch, cfg.optimization.strategy_batch) == (1024, 1024)
+    # Half the advantage steps, minibatches drawn by weight ("Half the advantage steps").
+    assert (cfg.optimization.advantage_steps, cfg.optimization.draw_by_weight) == (150, True)
     assert (cfg.evaluation.eval_every, cfg.evaluation.extended_every) == (20, 40)
     o = cfg.optimization
     assert (o.strategy_warm_start, o.strategy_train_every, o.strategy_steps) == (False, 20, 3000)
