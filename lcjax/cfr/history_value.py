@@ -33,7 +33,7 @@ import numpy as np
 from lcjax.cfr.memory import Reservoir, reservoir_init, ring_add
 from lcjax.cfr.networks import NetworkSpec, init_params, make_apply, network_graphdef
 from lcjax.cfr.samples import ValueSample
-from lcjax.cfr.training import explained_fraction, make_optimizer, train_steps, value_loss
+from lcjax.cfr.training import explained_fraction, make_optimizer, phase_schedule, train_steps, value_loss
 from lcjax.cfr.traversal import SamplingPolicy, ValueConfig, history_values, relabelled_targets, sampling_policy, value_data
 
 Array = jax.Array
@@ -69,7 +69,8 @@ class HistoryValue:
         self.spec = value_spec(game, v, spec)
         self.apply_fn = make_apply(network_graphdef(self.spec))
         clip = config.optimization.grad_clip
-        self.optimizer = make_optimizer(v.value_learning_rate, clip if clip > 0 else None)
+        learning_rate = phase_schedule(v.value_learning_rate, v.value_lr_schedule, v.value_steps)
+        self.optimizer = make_optimizer(learning_rate, clip if clip > 0 else None)
         example = ValueSample(
             jax.ShapeDtypeStruct((game.history_size,), jnp.float32), jax.ShapeDtypeStruct((self.spec.out_size,), jnp.bool_),
             jax.ShapeDtypeStruct((), jnp.float32), jax.ShapeDtypeStruct((), jnp.float32),

@@ -426,3 +426,37 @@ def test_value_activation_sets_the_value_network_only():
     out_silu = make_apply(network_graphdef(silu))(params, x)
     out_relu = make_apply(network_graphdef(inherited))(params, x)
     assert not np.allclose(out_silu, out_relu)
+
+
+@pytest.mark.parametrize("schedule", ["constant", "cosine", "linear"])
+def test_value_lr_schedule_decays_within_each_fit_and_restarts(schedule):
+    """Q's optimizer follows `value_lr_schedule` over each fit of `value_steps` updates:
+    Adam's first update moves every weight by the full rate, a decayed fit's last update by
+    almost nothing, and the next fit (a warm Q, the optimizer state continued) starts again
+    at the full rate."""
+    from lcjax.cfr.history_value import HistoryValue
+    from lcjax.settings import ConfigError
+
+    steps, lr = 8, 1e-2
+    cfg = small_game_config("kuhn", "value", **{
+        "traversal.value.value_steps": steps, "traversal.value.value_learning_rate": lr,
+        "traversal.value.value_lr_schedule": schedule, "optimization.grad_clip": 0.0,
+    })
+    assert cfg.traversal.value.value_lr_schedule == schedule
+    hv = HistoryValue(GAME, cfg, SPEC, make_apply(network_graphdef(SPEC)), jax.jit)
+    params = init_params(hv.spec, jax.random.key(0))
+    state = hv.optimizer.init(params)
+    # A constant gradient: Adam's normalized step is exactly 1 per weight, so each update's
+    # largest entry is the learning rate of that step.
+    grads = jax.tree.map(jnp.ones_like, params)
+    sizes = []
+    for _ in range(steps + 1):
+        updates, state = hv.optimizer.update(grads, state, params)
+        sizes.append(max(float(jnp.max(jnp.abs(u))) for u in jax.tree.leaves(updates)))
+    np.testing.assert_allclose(sizes[0], lr, rtol=1e-3)
+    np.testing.assert_allclose(sizes[steps], lr, rtol=1e-3)  # the next fit restarts
+    last = {"constant": lr, "cosine": lr * 0.5 * (1 + np.cos(np.pi * (steps - 1) / steps)),
+            "linear": lr / steps}[schedule]
+    np.testing.assert_allclose(sizes[steps - 1], last, rtol=1e-3)
+    with pytest.raises(ConfigError, match="traversal.value.value_lr_schedule"):
+        config_from_dict({"game": "kuhn", "traversal": {"scheme": "value", "value": {"value_lr_schedule": "step"}}})

@@ -64,6 +64,7 @@ from jax import lax
 
 from lcjax.cfr.networks import ACTIVATIONS
 from lcjax.cfr.samples import AdvantageSample, ValueSample
+from lcjax.cfr.training import LR_SCHEDULES
 from lcjax.cfr.traversal import lanes as ln
 from lcjax.cfr.traversal import trajectory as tj
 from lcjax.cfr.traversal.results import TraversalCounters, TraversalResult, strategy_samples
@@ -124,6 +125,11 @@ class ValueConfig(Settings):
         and regrets are O(1) (0 = the game's `return_scale`, or 1 if it has none).
       value_steps, value_batch: Adam steps and minibatch size fitting Q each iteration.
       value_learning_rate: Adam learning rate of Q.
+      value_lr_schedule: the learning rate within each fit of Q: "constant", or
+        "cosine"/"linear" decay from `value_learning_rate` to 0 over its `value_steps`
+        (`lcjax.cfr.training.phase_schedule`; a warm-started Q restarts at the full rate
+        each fit). A decayed fit ends on small steps, so the Q the traversals read carries
+        less of the last minibatches' noise.
       value_warm_start: Q continues from the previous iteration (else it is re-initialised).
       fit_each_player: fit Q (new games, `value_steps` more steps) before each player's
         traversals, not only once per iteration: player 1's traversals meet player 0's
@@ -176,6 +182,7 @@ class ValueConfig(Settings):
     value_steps: int = setting(256, Int(1))
     value_batch: int = setting(512, Int(1))
     value_learning_rate: float = setting(1e-3, Float(0.0, lo_open=True))
+    value_lr_schedule: str = setting("constant", Choice(LR_SCHEDULES))
     value_warm_start: bool = setting(True, Bool())
     fit_each_player: bool = setting(False, Bool())
     value_head: str = setting("actions", Choice(VALUE_HEADS))
