@@ -129,7 +129,9 @@ class ValueConfig(Settings):
         "cosine"/"linear" decay from `value_learning_rate` to 0 over its `value_steps`
         (`lcjax.cfr.training.phase_schedule`; a warm-started Q restarts at the full rate
         each fit). A decayed fit ends on small steps, so the Q the traversals read carries
-        less of the last minibatches' noise.
+        less of the last minibatches' noise, but it also moves Q less toward a target that
+        changes every iteration: on Lost Cities cosine learned slower than constant
+        (docs/strength.md, "Fitting V less, gentler or faster").
       value_warm_start: Q continues from the previous iteration (else it is re-initialised).
       fit_each_player: fit Q (new games, `value_steps` more steps) before each player's
         traversals, not only once per iteration: player 1's traversals meet player 0's
