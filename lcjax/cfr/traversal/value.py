@@ -265,7 +265,6 @@ def _data_step(s: _DataSetup, c: _DataCarry) -> _DataCarry:
     player = states.current_player
     mask = s.game.legal(states)
     obs_rows, mask, player = ln.materialize(flag, s.game.observe_rows(states, player).T, mask, player)
-    sigma = ln.lane_strategy(s.apply_fn, s.params, obs_rows, mask, player, c.live, flag)
     lane = jnp.arange(mask.shape[1])
     u = ln.uniforms(s.seeds[0], c.step, lane)
     # Keyed by the node (game, move number), like probe decisions: independent of scheduling.
@@ -287,6 +286,17 @@ def _data_step(s: _DataSetup, c: _DataCarry) -> _DataCarry:
         explore = explore & ~prefix
     if s.cfg.exploring_records:
         explore = explore | record
+    # The prefix player's moves are the sampling policy's and exploring moves are uniform:
+    # neither reads the strategy, so neither lane goes through a network.
+    on_policy = c.live & ~explore
+    if s.cfg.sampling_prefix > 0.0:
+        on_policy = on_policy & ~(prefix & own)
+    # Chunks of half a call's rows: the two players split the lanes about evenly, so each
+    # player's rows round up to 2-3 chunks of 128 on 256 CPU lanes instead of 2 of 256 (the
+    # value games of a trained run: 2.4 s instead of 3.0 with the skipped lanes above).
+    sigma = ln.lane_strategy(
+        s.apply_fn, s.params, obs_rows, mask, player, on_policy, flag, chunk=max(ln.eval_chunk_size() // 2, 1)
+    )
     action = jnp.where(explore, ln.uniform_columns(mask, u), ln.sample_columns(sigma, u))
     if s.cfg.sampling_prefix > 0.0:
         sampled = tj.policy_actions(s.sampling, s.prefix_seeds[1:], states, mask, u, c.moves, c.game_id)
