@@ -43,10 +43,12 @@ Params = Any
 def value_spec(game, cfg: ValueConfig, advantage_spec: NetworkSpec) -> NetworkSpec:
     """The history-value network's architecture: the advantage networks', on the history
     (`game.history_size` inputs), with one output per action (Q) or one (V, `value_head`),
-    and `cfg.value_activation` unless that is "network"."""
+    `cfg.value_activation` unless that is "network", and `cfg.value_hidden_size` wide
+    unless that is 0."""
     outputs = game.num_actions if cfg.value_head == "actions" else 1
     activation = advantage_spec.activation if cfg.value_activation == "network" else cfg.value_activation
-    return advantage_spec._replace(in_size=game.history_size, out_size=outputs, activation=activation)
+    width = cfg.value_hidden_size or advantage_spec.hidden_size
+    return advantage_spec._replace(in_size=game.history_size, out_size=outputs, activation=activation, hidden_size=width)
 
 
 class HistoryValue:

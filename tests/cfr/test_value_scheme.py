@@ -428,6 +428,27 @@ def test_value_activation_sets_the_value_network_only():
     assert not np.allclose(out_silu, out_relu)
 
 
+def test_value_hidden_size_sets_the_value_network_width_only():
+    """`value_hidden_size: 0` gives V the other networks' width; a positive one gives it to
+    V alone: the solver's V has hidden layers that wide, the advantage networks do not."""
+    from lcjax.settings import ConfigError
+
+    base = SPEC._replace(hidden_size=24)
+    assert value_spec(GAME, tr.ValueConfig(value_head="state"), base).hidden_size == 24
+    narrow = value_spec(GAME, tr.ValueConfig(value_head="state", value_hidden_size=8), base)
+    assert narrow == value_spec(GAME, tr.ValueConfig(value_head="state"), base)._replace(hidden_size=8)
+    solver = make_solver(GAME, small_game_config("kuhn", "value", **{
+        "network.hidden_size": 16, "traversal.value.value_hidden_size": 8,
+    }))
+    assert solver._phases.spec.hidden_size == 16
+    assert solver._phases.history_value.spec.hidden_size == 8
+    widths = {x.shape[-1] for x in jax.tree.leaves(init_params(solver._phases.history_value.spec, jax.random.key(0)))
+              if x.ndim == 2}
+    assert 8 in widths and 16 not in widths
+    with pytest.raises(ConfigError, match="traversal.value.value_hidden_size"):
+        config_from_dict({"game": "kuhn", "traversal": {"scheme": "value", "value": {"value_hidden_size": -1}}})
+
+
 @pytest.mark.parametrize("schedule", ["constant", "cosine", "linear"])
 def test_value_lr_schedule_decays_within_each_fit_and_restarts(schedule):
     """Q's optimizer follows `value_lr_schedule` over each fit of `value_steps` updates:

@@ -165,6 +165,10 @@ class ValueConfig(Settings):
         (docs/strength.md, "Kuhn: dead ReLUs"); on Leduc SiLU hurts the advantage networks,
         fitted afresh every iteration, and is neutral for V ("Leduc: SiLU hurts the
         advantage networks"), so V's activation can be set apart.
+      value_hidden_size: width of the history-value network's hidden layers (0 = the
+        `network.hidden_size` of the other networks). V is fitted every iteration and read
+        on every legal child of every sampled node, so its width sets most of the value
+        phase's and the traversals' cost.
     """
 
     sample_probability: float = setting(1.0, Float(0.0, 1.0, lo_open=True))
@@ -191,6 +195,7 @@ class ValueConfig(Settings):
     value_lambda: float = setting(1.0, Float(0.0, 1.0))
     hidden_average: bool = setting(False, Bool())
     value_activation: str = setting("network", Choice(("network", *ACTIVATIONS)))
+    value_hidden_size: int = setting(0, Int(0))
 
     def __post_init__(self):
         super().__post_init__()
