@@ -658,7 +658,7 @@ def test_cpu_config_ships_measured_settings():
     ("Value games that begin like the traversals"), 2,048 of them per iteration ("Twice
     the value games"), played on 256 lanes ("Cheaper value games"); its advantage phases
     take 150 steps on minibatches drawn by weight ("Half the advantage steps, drawn by
-    weight")."""
+    weight"); its value network is 192 wide, fitted 450 steps ("A narrower V, fitted longer")."""
     cfg = C.load_config(CONFIG_DIR / "cpu.yaml")
     t = cfg.traversal
     assert (t.traversals_per_player, t.traversal_batch) == (256, 256)
@@ -682,4 +682,6 @@ def test_cpu_config_ships_measured_settings():
     assert (cfg.optimization.advantage_weight_power, cfg.optimization.strategy_weight_power) == (2.0, 1.0)
     assert cfg.network.activation == "silu"
     assert (t.value.sampling_prefix, t.value.record_probability) == (40.0, 0.35)
+    # A narrower V fitted longer, at the cost of 300 steps 256 wide ("A narrower V, fitted longer").
+    assert (t.value.value_hidden_size, t.value.value_steps, cfg.network.hidden_size) == (192, 450, 256)
     assert C.load_config(CONFIG_DIR / "cpu.yaml", ["optimization.warm_start=false"]).optimization.warm_start is False
