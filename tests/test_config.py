@@ -655,14 +655,15 @@ def test_cpu_config_ships_measured_settings():
     network fitted only where it is read"), takes twice the data per iteration it first had
     ("Twice the data per iteration"), weighs regrets t^2 ("Regrets weighted t^2") and uses
     SiLU units ("SiLU units"); its value games begin with the traversals' sampling policy
-    ("Value games that begin like the traversals"), 2,048 of them per iteration ("Twice
-    the value games"), played on 256 lanes ("Cheaper value games"); its advantage phases
-    take 150 steps on minibatches drawn by weight ("Half the advantage steps, drawn by
-    weight"); its value network is 192 wide, fitted 450 steps ("A narrower V, fitted longer")."""
+    ("Value games that begin like the traversals"), played on 256 lanes ("Cheaper value
+    games"); its advantage phases take 150 steps on minibatches drawn by weight ("Half the
+    advantage steps, drawn by weight"); its value network is fitted 450 steps ("A narrower V,
+    fitted longer"); its networks are 192 wide and V 128, which pays for 3,072 value games an
+    iteration ("Narrower networks, and more value games with what they save")."""
     cfg = C.load_config(CONFIG_DIR / "cpu.yaml")
     t = cfg.traversal
     assert (t.traversals_per_player, t.traversal_batch) == (256, 256)
-    assert (t.value.value_games, t.value.value_capacity, t.value.value_batch) == (2048, 131072, 1024)
+    assert (t.value.value_games, t.value.value_capacity, t.value.value_batch) == (3072, 196608, 1024)
     # 256 lanes: the traversals' own width, and the value games' fastest on a 2-core CPU.
     assert t.value.lanes == 256
     assert (cfg.optimization.advantage_batch, cfg.optimization.strategy_batch) == (1024, 1024)
@@ -682,6 +683,7 @@ def test_cpu_config_ships_measured_settings():
     assert (cfg.optimization.advantage_weight_power, cfg.optimization.strategy_weight_power) == (2.0, 1.0)
     assert cfg.network.activation == "silu"
     assert (t.value.sampling_prefix, t.value.record_probability) == (40.0, 0.35)
-    # A narrower V fitted longer, at the cost of 300 steps 256 wide ("A narrower V, fitted longer").
-    assert (t.value.value_hidden_size, t.value.value_steps, cfg.network.hidden_size) == (192, 450, 256)
+    # Narrower networks whose savings buy value games ("Narrower networks, and more value
+    # games with what they save"); V fitted 450 steps ("A narrower V, fitted longer").
+    assert (t.value.value_hidden_size, t.value.value_steps, cfg.network.hidden_size) == (128, 450, 192)
     assert C.load_config(CONFIG_DIR / "cpu.yaml", ["optimization.warm_start=false"]).optimization.warm_start is False
