@@ -150,6 +150,12 @@ def config_from_dict(d: Any, *, default_name: str = "run") -> Config:
             f"needs a game with hidden_alternatives ({', '.join(with_it)}), got game {game!r}",
             "traversal.value.hidden_average",
         )
+    if cfg.traversal.value.chance_samples > 1 and not hasattr(registry.game_info(game).game_type, "resample_chance"):
+        with_it = [name for name in GAMES if hasattr(registry.game_info(name).game_type, "resample_chance")]
+        raise ConfigError(
+            f"needs a game with resample_chance ({', '.join(with_it)}), got game {game!r}",
+            "traversal.value.chance_samples",
+        )
     if not registry.game_info(game).exact_evaluation:
         _check_bot_lists(cfg.evaluation)
     return cfg

@@ -8,8 +8,11 @@ size (`observe_history`, terminated states included), and zero-sum returns. A ga
 the optional `hidden_alternatives` is also checked, at every step and for both players:
 a non-negative float32[num_alternatives] prior that sums to 1, alternatives with the
 state's fields behind a leading num_alternatives axis, and each possible one (prior > 0)
-observed by the player exactly as the state is. It raises `AssertionError` naming the
-first broken property.
+observed by the player exactly as the state is. A game with the optional
+`resample_chance` (and `chance_actions`) is checked at every step too: a redraw has the
+state's history, and the random action's child has the same history from the state and
+from the redraw unless it is a chance action. It raises `AssertionError` naming the first
+broken property.
 """
 
 from __future__ import annotations
@@ -128,7 +131,24 @@ def _step_checks(game: Game, num_games: int, state, key):
     }
     if hasattr(game, "hidden_alternatives"):
         flags.update(_alternative_flags(game, num_games, state))
+    if hasattr(game, "resample_chance"):
+        flags.update(_chance_flags(game, num_games, state, action, nxt, hist, jax.random.fold_in(key, 1)))
     return nxt, flags
+
+
+def _chance_flags(game: Game, num_games: int, state, action, nxt, hist, key) -> dict:
+    """{property: bool scalar over the batch} of `resample_chance` and `chance_actions`."""
+    redrawn = jax.vmap(game.resample_chance)(state, jax.random.split(key, num_games))
+    chance = jax.vmap(game.chance_actions)(state)  # [N, A]
+    taken_is_chance = jnp.take_along_axis(chance, action[:, None], axis=1)[:, 0]
+    child_same = jnp.all(
+        jax.vmap(game.observe_history)(jax.vmap(game.step)(redrawn, action)) == jax.vmap(game.observe_history)(nxt), -1
+    )
+    return {
+        "resample_chance keeps observe_history": jnp.all(jax.vmap(game.observe_history)(redrawn) == hist),
+        "chance_actions is bool[A]": jnp.bool_(chance.shape == (num_games, game.num_actions) and chance.dtype == jnp.bool_),
+        "a non-chance action's child has the same history after resample_chance": jnp.all(taken_is_chance | child_same),
+    }
 
 
 def api_test(game: Game, *, num_games: int = 64, max_steps: int = 1000, seed: int = 0) -> None:

@@ -423,6 +423,38 @@ class LostCities:
         colors = color_features(self.rules, self._face_table, plane, expedition, ~(in_hands | self._laid_out(state)))
         return jnp.concatenate([self.observe(state, p), plane.astype(jnp.float32), slots, colors])
 
+    # ------------------------------------------------------------------ chance
+    def chance_actions(self, state: State) -> Array:
+        """bool[A]: the actions whose child reveals a chance outcome. Drawing from the deck
+        in the draw phase (the card drawn is the undealt deck's top); every other action's
+        child follows from the history alone."""
+        deck_draw = jnp.arange(self.num_actions) == draw_deck_action(self.rules)
+        return deck_draw & (state.phase == PHASE_DRAW) & ~state.terminated
+
+    def resample_chance(self, state: State, key: Array) -> State:
+        """`state` with the next card of the deck drawn again: the top undealt card swapped
+        with a uniformly random undealt position (itself included).
+
+        The deck was a uniform shuffle and the history shows only the cards dealt from it,
+        so given the history the next card is uniform over the undealt ones, and after the
+        swap it is again, whichever card was on top. Only the deck draw reveals a chance
+        outcome, and it reveals the top card, so that is all a redrawn child needs; the
+        rest of the undealt order is left as it was. `observe_history` and `observe` of
+        the result equal the state's.
+        """
+        n = self._n
+        position = jnp.arange(n)
+        undealt = jnp.maximum(n - state.deck_pos, 1)
+        j = state.deck_pos + jnp.minimum((jax.random.uniform(key) * undealt).astype(jnp.int32), undealt - 1)
+        deck = state.deck.astype(jnp.int32)
+        # One-hot selects, not gathers: they stay vectorized under vmap on CPU.
+        at_top = jnp.sum(jnp.where(position == state.deck_pos, deck, 0))
+        at_j = jnp.sum(jnp.where(position == j, deck, 0))
+        deck = jnp.where(position == state.deck_pos, at_j, jnp.where(position == j, at_top, deck))
+        # An empty deck (deck_pos = n) has nothing to redraw.
+        deck = jnp.where(state.deck_pos < n, deck, state.deck.astype(jnp.int32))
+        return state._replace(deck=deck.astype(state.deck.dtype))
+
     # ------------------------------------------------------------------ host-side
     def check_action(self, state: State, action: int) -> None:
         """Raise ValueError (listing the legal actions) if `action` is illegal in `state`.

@@ -105,6 +105,21 @@ class HiddenAlternatives(Protocol):
         """
 
 
+class ChanceResampling(Protocol):
+    """Optional: chance outcomes still to come, drawn again (Lost Cities' deck; read by
+    `traversal.value.chance_samples`, which averages a child's value over such draws)."""
+
+    def chance_actions(self, state: Any) -> Array:
+        """bool[A]: the actions whose child reveals a chance outcome (e.g. a card drawn
+        from the deck); the child of any other action follows from the history alone."""
+
+    def resample_chance(self, state: Any, key: Array) -> Any:
+        """`state` with the chance outcome that a chance action reveals next drawn again from
+        its distribution given the history, independently of the state's own (later
+        outcomes may stay as they were): `observe_history` (hence `observe`) of the result
+        equals the state's."""
+
+
 def return_scale(game: Any) -> float:
     """The game's `return_scale` (typical magnitude of its returns), 1.0 when it has none."""
     return float(getattr(game, "return_scale", 1.0))

@@ -406,6 +406,74 @@ def test_value_lambda_below_one_needs_the_state_head():
         config_from_dict({"game": "kuhn", "traversal": {"scheme": "value", "value": {"value_lambda": 0.5}}})
 
 
+def test_chance_samples_needs_a_state_head_and_a_game_that_redraws():
+    from lcjax.settings import ConfigError
+
+    assert tr.ValueConfig(chance_samples=4, value_head="state").chance_samples == 4
+    with pytest.raises(ConfigError, match="chance_samples.*value_head: state"):
+        tr.ValueConfig(chance_samples=4, value_head="actions")
+    with pytest.raises(ConfigError, match="chance_samples.*hidden_average"):
+        tr.ValueConfig(chance_samples=4, value_head="state", hidden_average=True)
+    with pytest.raises(ConfigError, match=r"traversal.value.chance_samples.*resample_chance \(lost_cities\)"):
+        config_from_dict({"game": "kuhn", "traversal": {"scheme": "value", "value": {"value_head": "state", "chance_samples": 2}}})
+    t = small_game_config("kuhn", "value").traversal
+    value = dataclasses.replace(t.value, value_head="state", value_lambda=1.0, hidden_average=False, chance_samples=2)
+    with pytest.raises(ConfigError, match="resample_chance"):
+        tr.traversal_fn(KuhnPoker(), APPLY, dataclasses.replace(t, value=value), None)
+
+
+def test_chance_averaged_values_are_the_mean_over_redrawn_deck_cards():
+    """With chance_samples K, a deck draw's value is (dealt child + K - 1 redrawn children) / K:
+    its mean is the exact average over every undealt card on top (within 5 standard errors),
+    and every other action's value is the dealt child's, exactly as with K = 1."""
+    from lcjax.cfr.traversal import lanes
+    from lcjax.cfr.traversal.value import chance_averaged_values, child_values
+    from lcjax.env.lost_cities import draw_deck_action
+
+    game = LostCities()
+    spec = NetworkSpec(game.history_size, 1, hidden_size=16, num_layers=1)
+    apply = make_apply(network_graphdef(spec))
+    params = jax.tree.map(lambda x: 4.0 * x, init_params(spec, jax.random.key(5)))  # values far apart
+    n = 24
+    packer, roots, _ = lanes.deal_roots(game, jax.random.key(6), n)
+    deck = draw_deck_action(game.rules)
+    states = packer.unpack(roots.T)
+    # Two turns of "discard slot 0, draw from the deck", then a discard: the draw phase, with
+    # the earlier discards' piles to draw from too.
+    for action in (game.rules.hand_size, deck) * 2 + (game.rules.hand_size,):
+        states = jax.vmap(game.step, in_axes=(-1, None), out_axes=-1)(states, jnp.int32(action))
+    packed = packer.pack(states).T
+    legal = np.asarray(jax.vmap(game.legal_action_mask, in_axes=-1)(states))
+    assert legal[:, deck].all() and (legal.sum(1) > 1).sum() > n // 2
+    k = 64
+    cfg = tr.ValueConfig(value_head="state", chance_samples=k)
+    averaged = np.asarray(jax.jit(lambda p: chance_averaged_values(
+        game, cfg, packer, p, jnp.asarray(legal), apply, params, jax.random.key(7)))(packed))
+    values = jax.jit(lambda p, need: child_values(game, packer, p, need, apply, params, 50.0))
+    dealt = np.asarray(values(packed, jnp.asarray(legal)))
+    others = legal.copy()
+    others[:, deck] = False
+    np.testing.assert_array_equal(averaged[others], dealt[others])
+    assert np.all(averaged[~legal] == 0.0)
+    # Exact: each undealt card swapped to the top of the deck, its deck-draw child valued.
+    pos = int(np.asarray(states.deck_pos)[0])
+    only_deck = np.zeros_like(legal)
+    only_deck[:, deck] = True
+    for i in range(n):
+        swapped = []
+        for j in range(pos, game.deck_size):
+            s = jax.tree.map(lambda x: x[..., i], states)
+            d = np.asarray(s.deck).copy()
+            d[[pos, j]] = d[[j, pos]]
+            swapped.append(np.asarray(packer.pack(jax.tree.map(lambda x: x[..., None], s._replace(deck=jnp.asarray(d))))).T[0])
+        rows = jnp.asarray(np.stack(swapped))
+        every = np.asarray(values(rows, jnp.asarray(only_deck[: len(swapped)])))[:, deck]
+        expected = (dealt[i, deck] + (k - 1) * every.mean()) / k
+        spread = every.std() * np.sqrt(k - 1) / k
+        assert every.std() > 0  # the card drawn matters to V
+        assert abs(averaged[i, deck] - expected) < 5 * spread + 1e-6, (i, averaged[i, deck], expected, spread)
+
+
 def test_value_activation_sets_the_value_network_only():
     """`value_activation: network` gives V the other networks' activation; a named one
     gives it to V alone, and V's forward then differs from the inherited one."""

@@ -33,3 +33,22 @@ def test_api_test_catches_a_broken_game():
 
     with pytest.raises(AssertionError, match="zero-sum"):
         api_test(NotZeroSum(), num_games=8, max_steps=8)
+
+
+@pytest.mark.parametrize(
+    "broken, message",
+    [("hands", "resample_chance"), ("no_chance", "non-chance action.s child")],
+)
+def test_api_test_catches_a_broken_chance_redraw(broken, message):
+    """A redraw that moves dealt cards, or a deck draw not declared a chance action, fails."""
+
+    class Broken(LostCities):
+        def resample_chance(self, state, key):
+            state = super().resample_chance(state, key)
+            return state._replace(hands=state.hands[::-1]) if broken == "hands" else state
+
+        def chance_actions(self, state):
+            return super().chance_actions(state) & (broken != "no_chance")
+
+    with pytest.raises(AssertionError, match=message):
+        api_test(Broken(Rules(max_turns=20)), num_games=8, max_steps=2 * 20 + 2)

@@ -104,6 +104,10 @@ class BatchedGame:
         self.returns = jax.vmap(game.returns, **lanes_last)  # float32[2, W]
         # Traced only by schemes that read histories (games with `observe_history`).
         self.observe_history = jax.vmap(game.observe_history, **lanes_last)  # float32[H, W]
+        # Games with `resample_chance` only: states [..., W], keys [W].
+        if hasattr(game, "resample_chance"):
+            self.chance_actions = jax.vmap(game.chance_actions, **lanes_last)  # bool[A, W]
+            self.resample_chance = jax.vmap(game.resample_chance, in_axes=(-1, 0), out_axes=-1)
         # Games with `hidden_alternatives` only: states [K, ..., W] and prior float32[K, W].
         if hasattr(game, "hidden_alternatives"):
             self.alternatives = jax.vmap(game.hidden_alternatives, **lanes_last)

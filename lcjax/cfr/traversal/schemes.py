@@ -38,6 +38,8 @@ def traversal_fn(game, apply_fn, t, value_apply=None):
     sampling = sampling_policy(game, t)
     if t.scheme == "value" and t.value.hidden_average and not hasattr(game, "hidden_alternatives"):
         raise ConfigError(f"needs a game with hidden_alternatives, got {type(game).__name__}", "traversal.value.hidden_average")
+    if t.scheme == "value" and t.value.chance_samples > 1 and not hasattr(game, "resample_chance"):
+        raise ConfigError(f"needs a game with resample_chance, got {type(game).__name__}", "traversal.value.chance_samples")
     if t.scheme == "probe":
         return lambda params, value_params, player, it, key: probe_sampling(
             game, apply_fn, t.probe, params, player, it, key, b, sampling=sampling

@@ -48,9 +48,11 @@ trajectory reached I, the history h in I was drawn with probability proportional
 chance times the opponent's reach, exactly the posterior the sample then averages over, so
 each sample is replaced by its conditional expectation given I. With a learned Q the
 samples carry Q's approximation error instead of rollout noise; that trade is what ESCHER
-measures. Fitting V on lambda-returns (`value_lambda` < 1) instead of single returns adds
-a bias of its own (V's error at the states it bootstraps on) in exchange for far less
-target variance.
+measures. With `chance_samples` > 1 the child of an action that reveals a chance outcome
+(Lost Cities' deck draw) is valued by the mean of V over several independent draws of that
+outcome given h: the same expectation, with less spread. Fitting V on lambda-returns
+(`value_lambda` < 1) instead of single returns adds a bias of its own (V's error at the
+states it bootstraps on) in exchange for far less target variance.
 """
 
 from __future__ import annotations
@@ -159,6 +161,13 @@ class ValueConfig(Settings):
         spread between the opponent's hands, which is most of the regret targets' variance
         on Leduc; measured, it did not make Kuhn or Leduc learn faster (docs/strength.md),
         so the shipped configs leave it off. Only for games with `hidden_alternatives`.
+      chance_samples: with a state head, the value of an action whose child reveals a
+        chance outcome (`game.chance_actions`: Lost Cities' deck draw, whose child shows
+        the card drawn) is the mean of V over this many children: the dealt outcome and
+        chance_samples - 1 independent redraws of it (`game.resample_chance`). Same
+        expectation, less spread: one drawn card moves V by about as much as separates
+        drawing from the deck and from a pile (docs/strength.md). 1 = the dealt child
+        only. Only for games with `resample_chance`.
       value_activation: the history-value network's hidden nonlinearity: "network" (the
         `network.activation` of the other networks) or a key of
         `lcjax.cfr.networks.ACTIVATIONS`. ReLU units of a warm-started value network die
@@ -194,6 +203,7 @@ class ValueConfig(Settings):
     value_head: str = setting("actions", Choice(VALUE_HEADS))
     value_lambda: float = setting(1.0, Float(0.0, 1.0))
     hidden_average: bool = setting(False, Bool())
+    chance_samples: int = setting(1, Int(1))
     value_activation: str = setting("network", Choice(("network", *ACTIVATIONS)))
     value_hidden_size: int = setting(0, Int(0))
 
@@ -213,6 +223,15 @@ class ValueConfig(Settings):
             raise ConfigError(
                 "sampling_prefix and traversal_prefix are two prefixes of the value games: set one of them",
                 "sampling_prefix",
+            )
+        if self.chance_samples > 1 and self.value_head != "state":
+            raise ConfigError(
+                f"chance_samples {self.chance_samples} > 1 averages V over children, so it needs value_head: state "
+                f"(got {self.value_head!r})", "chance_samples",
+            )
+        if self.chance_samples > 1 and self.hidden_average:
+            raise ConfigError(
+                "chance_samples > 1 and hidden_average both average the regret samples: set one of them", "chance_samples"
             )
         if self.value_lambda < 1.0 and self.value_head != "state":
             raise ConfigError(
@@ -592,6 +611,35 @@ def _regret_values(game, cfg: ValueConfig, packer: ln.Packer, packed: Array, nee
     return child_values(game, packer, packed, need, value_apply, value_params, return_scale(game, cfg))
 
 
+def chance_averaged_values(
+    game, cfg: ValueConfig, packer: ln.Packer, packed: Array, need: Array, value_apply, value_params, key: Array
+) -> Array:
+    """float32[N, A]: `_regret_values` of N packed histories, where each needed chance action
+    (`game.chance_actions`) is valued by the mean over `cfg.chance_samples` children: the
+    one of the dealt outcome and those of `chance_samples - 1` redraws of the outcome it
+    reveals (`game.resample_chance`, copy j of row i keyed by `fold_in(key, j)` and i).
+    Each redrawn child is an independent draw of the outcome given the history, so the mean
+    has the dealt child's expectation and a k-th of its spread over the outcome.
+    """
+    k = cfg.chance_samples
+    n, n_act = need.shape
+    batched = ln.BatchedGame(game)
+    states = packer.unpack(packed.T)
+    chance = batched.chance_actions(states).T & need  # [N, A]
+    rows = jnp.arange(n, dtype=jnp.int32)
+
+    def redraw(j):
+        seed = jax.random.bits(jax.random.fold_in(key, j), (2,), jnp.uint32)
+        bits = jnp.stack([ln.random_bits(seed, jnp.int32(0), rows), ln.random_bits(seed, jnp.int32(1), rows)], -1)
+        return packer.pack(batched.resample_chance(states, jax.random.wrap_key_data(bits, impl="threefry2x32"))).T
+
+    packed_all = jnp.concatenate([packed] + [redraw(j) for j in range(1, k)], axis=0)
+    need_all = jnp.concatenate([need] + [chance] * (k - 1), axis=0)
+    q = _regret_values(game, cfg, packer, packed_all, need_all, value_apply, value_params).reshape(k, n, n_act)
+    # child_values leaves the entries it did not evaluate at 0.
+    return jnp.where(chance, jnp.sum(q, axis=0) / k, q[0])
+
+
 def value_sampling(
     game, apply_fn, cfg: ValueConfig, params, traverser: Array, iteration: Array, key: Array, num_traversals: int,
     *, value_apply, value_params, sampling: tj.SamplingPolicy = tj.UNIFORM,
@@ -640,7 +688,14 @@ def value_sampling(
         baseline = jnp.sum(jnp.where(mask[None], sigma[None] * q, 0.0), axis=-1, keepdims=True)
         regret = jnp.sum(weights.T[:, :, None] * jnp.where(need, q - baseline, 0.0), axis=0)
     else:
-        q = _regret_values(game, cfg, s.packer, m.selected_state, mask & valid[:, None], value_apply, value_params)
+        need = mask & valid[:, None]
+        if cfg.chance_samples > 1:
+            # fold_in, not a third split: the other keys stay those of chance_samples: 1.
+            q = chance_averaged_values(
+                game, cfg, s.packer, m.selected_state, need, value_apply, value_params, jax.random.fold_in(key, 1)
+            )
+        else:
+            q = _regret_values(game, cfg, s.packer, m.selected_state, need, value_apply, value_params)
         baseline = jnp.sum(jnp.where(mask, sigma * q, 0.0), axis=-1, keepdims=True)
         regret = jnp.where(mask & valid[:, None], q - baseline, 0.0)
     t = jnp.asarray(iteration, jnp.float32)
