@@ -9,8 +9,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from lcjax.env.bots import make_bot
 from lcjax.env.lost_cities import PHASE_DRAW, LostCities, draw_deck_action
+from midgame import random_midgame_states  # tests/env/midgame.py
 
 
 @pytest.fixture(scope="module")
@@ -20,21 +20,9 @@ def game():
 
 @pytest.fixture(scope="module")
 def states(game):
-    """Mid-game states of two random bots, half in each phase (an odd or even number of
-    decisions), a few finished."""
-    bot = make_bot("random", game)
-
-    def play(key):
-        state = game.init(key)
-
-        def body(t, state):
-            next_state = game.step(state, bot(jax.random.fold_in(key, t), state))
-            return jax.tree.map(lambda a, b: jnp.where(state.terminated, a, b), state, next_state)
-
-        steps = jax.random.randint(jax.random.fold_in(key, 999), (), 1, 140)
-        return jax.lax.fori_loop(0, steps, body, state)
-
-    return jax.jit(jax.vmap(play))(jax.random.split(jax.random.key(0), 96))
+    """Mid-game states of two random bots, about half in each phase (an odd or even number
+    of decisions)."""
+    return random_midgame_states(game, 96, 1, 140)
 
 
 def test_resample_keeps_the_history_and_changes_only_the_undealt_deck(game, states):

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from lcjax.env.bots import make_bot
 from lcjax.env.lost_cities import LostCities
 from lcjax.env.redeal import redeal_unseen
+from midgame import random_midgame_states  # tests/env/midgame.py
 
 
 @pytest.fixture(scope="module")
@@ -20,21 +19,7 @@ def game():
 @pytest.fixture(scope="module")
 def states(game):
     """Mid-game states of two random bots, some with cards taken from a pile (known)."""
-    bot = make_bot("random", game)
-    count = 64
-
-    def play(key):
-        state = game.init(key)
-
-        def body(t, state):
-            next_state = game.step(state, bot(jax.random.fold_in(key, t), state))
-            return jax.tree.map(lambda a, b: jnp.where(state.terminated, a, b), state, next_state)
-
-        # Stop after a different number of decisions per game.
-        steps = jax.random.randint(jax.random.fold_in(key, 999), (), 20, 60)
-        return jax.lax.fori_loop(0, steps, body, state)
-
-    return jax.jit(jax.vmap(play))(jax.random.split(jax.random.key(0), count))
+    return random_midgame_states(game, 64, 20, 60)
 
 
 def test_redeal_keeps_the_observation_and_moves_hidden_cards(game, states):
