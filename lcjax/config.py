@@ -144,18 +144,12 @@ def config_from_dict(d: Any, *, default_name: str = "run") -> Config:
         if name not in ("run", "rules"):
             sections[name] = from_dict(cls, d.get(name), name)
     cfg = Config(game=game, rules=sections.pop("rules", None), **sections)
-    if cfg.traversal.value.hidden_average and not hasattr(registry.game_info(game).game_type, "hidden_alternatives"):
-        with_it = [name for name in GAMES if hasattr(registry.game_info(name).game_type, "hidden_alternatives")]
-        raise ConfigError(
-            f"needs a game with hidden_alternatives ({', '.join(with_it)}), got game {game!r}",
-            "traversal.value.hidden_average",
-        )
-    if cfg.traversal.value.chance_samples > 1 and not hasattr(registry.game_info(game).game_type, "resample_chance"):
-        with_it = [name for name in GAMES if hasattr(registry.game_info(name).game_type, "resample_chance")]
-        raise ConfigError(
-            f"needs a game with resample_chance ({', '.join(with_it)}), got game {game!r}",
-            "traversal.value.chance_samples",
-        )
+    for setting, method in cfg.traversal.value.game_methods_needed():
+        if not hasattr(registry.game_info(game).game_type, method):
+            with_it = [name for name in GAMES if hasattr(registry.game_info(name).game_type, method)]
+            raise ConfigError(
+                f"needs a game with {method} ({', '.join(with_it)}), got game {game!r}", f"traversal.value.{setting}"
+            )
     if not registry.game_info(game).exact_evaluation:
         _check_bot_lists(cfg.evaluation)
     return cfg

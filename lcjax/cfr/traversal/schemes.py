@@ -36,10 +36,9 @@ def traversal_fn(game, apply_fn, t, value_apply=None):
     if t.scheme == "external":
         return lambda params, value_params, player, it, key: external_sampling(game, apply_fn, t.external, params, player, it, key, b)
     sampling = sampling_policy(game, t)
-    if t.scheme == "value" and t.value.hidden_average and not hasattr(game, "hidden_alternatives"):
-        raise ConfigError(f"needs a game with hidden_alternatives, got {type(game).__name__}", "traversal.value.hidden_average")
-    if t.scheme == "value" and t.value.chance_samples > 1 and not hasattr(game, "resample_chance"):
-        raise ConfigError(f"needs a game with resample_chance, got {type(game).__name__}", "traversal.value.chance_samples")
+    for setting, method in t.value.game_methods_needed() if t.scheme == "value" else ():
+        if not hasattr(game, method):
+            raise ConfigError(f"needs a game with {method}, got {type(game).__name__}", f"traversal.value.{setting}")
     if t.scheme == "probe":
         return lambda params, value_params, player, it, key: probe_sampling(
             game, apply_fn, t.probe, params, player, it, key, b, sampling=sampling

@@ -239,6 +239,14 @@ class ValueConfig(Settings):
                 "set value_lambda: 1.0 or value_head: state", "value_lambda",
             )
 
+    def game_methods_needed(self) -> tuple[tuple[str, str], ...]:
+        """(setting, game method) pairs: the optional protocol methods the game must have
+        for these settings (`hidden_average` reads `hidden_alternatives`, `chance_samples`
+        > 1 reads `resample_chance`)."""
+        needed = (("hidden_average", "hidden_alternatives", self.hidden_average),
+                  ("chance_samples", "resample_chance", self.chance_samples > 1))
+        return tuple((setting, method) for setting, method, on in needed if on)
+
 
 def return_scale(game, cfg: ValueConfig) -> float:
     """The divisor of returns: `cfg.return_scale`, else the game's (`protocol.return_scale`)."""
