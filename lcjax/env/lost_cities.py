@@ -450,9 +450,8 @@ class LostCities:
         # One-hot selects, not gathers: they stay vectorized under vmap on CPU.
         at_top = jnp.sum(jnp.where(position == state.deck_pos, deck, 0))
         at_j = jnp.sum(jnp.where(position == j, deck, 0))
+        # An empty deck (deck_pos = n) has j = n too: no position matches, nothing changes.
         deck = jnp.where(position == state.deck_pos, at_j, jnp.where(position == j, at_top, deck))
-        # An empty deck (deck_pos = n) has nothing to redraw.
-        deck = jnp.where(state.deck_pos < n, deck, state.deck.astype(jnp.int32))
         return state._replace(deck=deck.astype(state.deck.dtype))
 
     # ------------------------------------------------------------------ host-side

@@ -40,6 +40,9 @@ def test_resample_keeps_the_history_and_changes_only_the_undealt_deck(game, stat
         assert sorted(new[i, pos[i]:]) == sorted(deck[i, pos[i]:])  # undealt: the same cards
         moved += not np.array_equal(new[i, pos[i]:], deck[i, pos[i]:])
     assert moved > 80  # the top card moves unless it drew its own position
+    # An empty deck (deck_pos = N) has nothing to redraw.
+    emptied = jax.tree.map(lambda x: x[0], states)._replace(deck_pos=jnp.int32(game.deck_size))
+    np.testing.assert_array_equal(np.asarray(game.resample_chance(emptied, jax.random.key(4)).deck), deck[0])
 
 
 def test_resample_draws_the_next_card_uniformly_from_the_undealt_ones(game, states):
