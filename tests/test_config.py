@@ -659,7 +659,8 @@ def test_cpu_config_ships_measured_settings():
     games"); its advantage phases take 150 steps on minibatches drawn by weight ("Half the
     advantage steps, drawn by weight"); its value network is fitted 450 steps ("A narrower V,
     fitted longer"); its networks are 192 wide and V 128, which pays for 3,072 value games an
-    iteration ("Narrower networks, and more value games with what they save")."""
+    iteration ("Narrower networks, and more value games with what they save"); its advantage
+    reservoirs hold 800,000 items ("Advantage reservoirs of 800,000")."""
     cfg = C.load_config(CONFIG_DIR / "cpu.yaml")
     t = cfg.traversal
     assert (t.traversals_per_player, t.traversal_batch) == (256, 256)
@@ -686,4 +687,6 @@ def test_cpu_config_ships_measured_settings():
     # Narrower networks whose savings buy value games ("Narrower networks, and more value
     # games with what they save"); V fitted 450 steps ("A narrower V, fitted longer").
     assert (t.value.value_hidden_size, t.value.value_steps, cfg.network.hidden_size) == (128, 450, 192)
+    # Twice the recent regrets the t^2 weights read, at no cost per iteration.
+    assert (cfg.memory.advantage_capacity, cfg.memory.strategy_capacity) == (800_000, 400_000)
     assert C.load_config(CONFIG_DIR / "cpu.yaml", ["optimization.warm_start=false"]).optimization.warm_start is False
