@@ -1,0 +1,121 @@
+"""`scripts/refit_strategy.py`: a refit at another strategy weight power is the network a
+run trained with that power fits, and the script's rows and bad input."""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import refit_strategy
+
+from lcjax.config import config_from_dict
+from lcjax.run import load_run, train
+
+# A tiny Kuhn run (compiles in seconds); a fresh strategy network is fitted every iteration
+# (a warm one would start each refit from the run's own network, which the weights shaped).
+TINY = {
+    "game": "kuhn",
+    "run": {"name": "refit", "seed": 5, "max_iterations": 3},
+    "network": {"hidden_size": 8, "num_layers": 1},
+    "traversal": {
+        "scheme": "external",
+        "traversals_per_player": 32,
+        "traversal_batch": 32,
+        "external": {"max_depth": 4, "max_advantage": 4, "max_strategy": 4},
+    },
+    "optimization": {"advantage_steps": 4, "advantage_batch": 16, "strategy_steps": 8, "strategy_batch": 16,
+                     "strategy_warm_start": False},
+    "memory": {"advantage_capacity": 256, "strategy_capacity": 64},
+    "checkpoint": {"save_every": 3, "keep": 1},
+    "evaluation": {"eval_every": 0},
+}
+
+
+def _with_power(power: float) -> dict:
+    return {**TINY, "optimization": {**TINY["optimization"], "strategy_weight_power": power}}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The same 3-iteration run trained with strategy weights t and t ** 2."""
+    root = tmp_path_factory.mktemp("refit")
+    return {p: train(config_from_dict(_with_power(p)), run_dir=root / f"power{p:g}").run_dir for p in (1.0, 2.0)}
+
+
+def test_reweigh_recovers_the_iteration():
+    t = jnp.arange(1.0, 8.0)
+    np.testing.assert_array_equal(refit_strategy.reweigh(t, 1.0, 0, 2.0, 0), t**2)
+    np.testing.assert_array_equal(refit_strategy.reweigh(t**2, 2.0, 0, 1.0, 0), t)
+    # A delay d: iterations t <= d weigh 0, later ones (t - d) ** power.
+    np.testing.assert_array_equal(refit_strategy.reweigh(t, 1.0, 0, 1.0, 3), [0, 0, 0, 1, 2, 3, 4])
+    # Stored with delay 2 (iterations 3.. as 1..): the same iterations again.
+    np.testing.assert_array_equal(refit_strategy.reweigh(t**3, 3.0, 2, 1.0, 4), [0, 0, 1, 2, 3, 4, 5])
+    with pytest.raises(ValueError, match="strategy_weight_power is 0"):
+        refit_strategy.reweigh(jnp.ones(3), 0.0, 0, 1.0, 0)
+    with pytest.raises(ValueError, match="below the run's strategy_weight_delay 2"):
+        refit_strategy.reweigh(t, 1.0, 2, 1.0, 1)
+
+
+def test_refit_is_the_network_the_other_power_fits(runs):
+    solver1, state1, _ = load_run(runs[1.0], with_memory=True)
+    solver2, state2, _ = load_run(runs[2.0], with_memory=True)
+    # Training never reads the strategy network, so both runs kept the same samples, their
+    # weights t and t ** 2.
+    m1, m2 = state1.strategy_memory, state2.strategy_memory
+    assert int(m1.size) == int(m2.size) > 0
+    np.testing.assert_array_equal(np.asarray(m1.data.observation), np.asarray(m2.data.observation))
+    np.testing.assert_array_equal(np.asarray(m1.data.iteration) ** 2, np.asarray(m2.data.iteration))
+    refitted, metrics = refit_strategy.refit(solver1, state1, 2.0)
+    own, _ = refit_strategy.refit(solver2, state2, 2.0)
+    for a, b in zip(jax.tree.leaves(refitted.strategy_params), jax.tree.leaves(own.strategy_params), strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert metrics["loss/strategy"] > 0
+    # The refit keeps the stored reservoir and key, and another power fits another network.
+    np.testing.assert_array_equal(np.asarray(refitted.strategy_memory.data.iteration), np.asarray(m1.data.iteration))
+    other, _ = refit_strategy.refit(solver1, state1, 1.0)
+    first = lambda s: np.asarray(jax.tree.leaves(s.strategy_params)[0])  # noqa: E731
+    assert not np.array_equal(first(other), first(refitted))
+
+
+def test_script_rows_and_json(runs, tmp_path, capsys):
+    out = tmp_path / "refit.json"
+    result = refit_strategy.main(
+        ["--checkpoint", str(runs[1.0]), "--strategy-weight-power", "1", "2", "--json", str(out)]
+    )
+    assert json.loads(out.read_text()) == json.loads(json.dumps(result))
+    assert result["iteration"] == 3 and result["games"] == 0
+    rows = result["rows"]
+    assert [r["weights"] for r in rows] == ["checkpoint", {"power": 1.0, "delay": 0}, {"power": 2.0, "delay": 0}]
+    for row in rows:
+        for policy in ("average", "average_greedy"):
+            assert 0 <= row[f"readout/{policy}/exploitability"] <= 2  # a Kuhn game moves at most 2 chips
+    printed = capsys.readouterr().out
+    assert "(t - 0) ** 2" in printed and "average_greedy" in printed
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--policy", "current"], "each read-off must be one of: average, average_greedy"),
+        (["--opponents", "nobody"], "unknown bot 'nobody'"),
+        (["--strategy-weight-power", "-1"], "each power must be >= 0"),
+        (["--strategy-weight-delay", "-2"], "--strategy-weight-delay must be >= 0"),
+    ],
+)
+def test_bad_arguments_are_named(argv, message, capsys):
+    with pytest.raises(SystemExit):
+        refit_strategy.parse_args(["--checkpoint", "x", *argv])
+    assert message in capsys.readouterr().err
+
+
+def test_delay_beyond_the_run_is_an_error(runs):
+    with pytest.raises(SystemExit, match="leaves no stored sample with a weight"):
+        refit_strategy.main(["--checkpoint", str(runs[1.0]), "--strategy-weight-delay", "3"])
+
+
+def test_not_a_run_is_an_error(tmp_path):
+    with pytest.raises(SystemExit, match="is not a run directory"):
+        refit_strategy.main(["--checkpoint", str(tmp_path)])
