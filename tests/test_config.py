@@ -86,8 +86,8 @@ def test_default_yaml_values():
     # The value scheme with cpu.yaml's measured learning settings (docs/strength.md); the
     # probe section stays sized for `--set traversal.scheme=probe`.
     assert t.scheme == "value"
-    assert (t.sampling_bot, t.sampling_bot_weight) == ("safe_heuristic", 0.5)
-    assert (cfg.optimization.advantage_weight_power, cfg.optimization.strategy_weight_power) == (2.0, 1.0)
+    assert (t.sampling_bot, t.sampling_bot_weight) == ("safe_heuristic", 0.8)
+    assert (cfg.optimization.advantage_weight_power, cfg.optimization.strategy_weight_power) == (2.0, 2.0)
     assert t.value.max_steps == 2 * cfg.rules.max_turns + 2
     assert cfg.optimization.warm_start is True and cfg.optimization.lr_schedule == "cosine"
     assert 0.1 <= t.probe.branch_probability <= 0.2
@@ -648,12 +648,13 @@ def test_leduc_value_scheme_ships_longer_fits():
 
 def test_cpu_config_ships_measured_settings():
     """cpu.yaml continues the advantage networks from iteration to iteration, decays each
-    training phase's learning rate and samples the traverser's trajectory from half
+    training phase's learning rate and samples the traverser's trajectory from 0.8
     safe_heuristic (docs/strength.md, "Warm advantage networks on Lost Cities", "A cosine
-    learning rate per phase", "Half safe_heuristic in the traverser's sampling policy"), fits a
+    learning rate per phase", "A bot share of 0.8 in the traverser's sampling policy"), fits a
     fresh strategy network every 20 iterations ("A fresh strategy network", "The strategy
     network fitted only where it is read"), takes twice the data per iteration it first had
-    ("Twice the data per iteration"), weighs regrets t^2 ("Regrets weighted t^2") and uses
+    ("Twice the data per iteration"), weighs regrets t^2 ("Regrets weighted t^2") and
+    strategies t^2 ("Strategy samples weighted t^2"), and uses
     SiLU units ("SiLU units"); its value games begin with the traversals' sampling policy
     ("Value games that begin like the traversals"), played on 256 lanes ("Cheaper value
     games"); its advantage phases take 150 steps on minibatches drawn by weight ("Half the
@@ -679,9 +680,9 @@ def test_cpu_config_ships_measured_settings():
     assert cfg.evaluation.eval_every % o.strategy_train_every == 0
     assert cfg.optimization.warm_start is True
     assert cfg.optimization.lr_schedule == "cosine"
-    assert (cfg.traversal.sampling_bot, cfg.traversal.sampling_bot_weight) == ("safe_heuristic", 0.5)
+    assert (cfg.traversal.sampling_bot, cfg.traversal.sampling_bot_weight) == ("safe_heuristic", 0.8)
     assert cfg.traversal.scheme == "value"
-    assert (cfg.optimization.advantage_weight_power, cfg.optimization.strategy_weight_power) == (2.0, 1.0)
+    assert (cfg.optimization.advantage_weight_power, cfg.optimization.strategy_weight_power) == (2.0, 2.0)
     assert cfg.network.activation == "silu"
     assert (t.value.sampling_prefix, t.value.record_probability) == (40.0, 0.35)
     # Narrower networks whose savings buy value games ("Narrower networks, and more value
