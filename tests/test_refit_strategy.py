@@ -13,25 +13,17 @@ import refit_strategy
 
 from lcjax.config import config_from_dict
 from lcjax.run import load_run, train
+from tiny_kuhn import tiny_kuhn
 
-# A tiny Kuhn run (compiles in seconds); a fresh strategy network is fitted every iteration
-# (a warm one would start each refit from the run's own network, which the weights shaped).
-TINY = {
-    "game": "kuhn",
-    "run": {"name": "refit", "seed": 5, "max_iterations": 3},
-    "network": {"hidden_size": 8, "num_layers": 1},
-    "traversal": {
-        "scheme": "external",
-        "traversals_per_player": 32,
-        "traversal_batch": 32,
-        "external": {"max_depth": 4, "max_advantage": 4, "max_strategy": 4},
-    },
-    "optimization": {"advantage_steps": 4, "advantage_batch": 16, "strategy_steps": 8, "strategy_batch": 16,
-                     "strategy_warm_start": False},
-    "memory": {"advantage_capacity": 256, "strategy_capacity": 64},
-    "checkpoint": {"save_every": 3, "keep": 1},
-    "evaluation": {"eval_every": 0},
-}
+# A tiny Kuhn run of 3 iterations whose strategy network is fitted afresh each iteration (a
+# warm one would start each refit from the run's own network, which the weights shaped).
+TINY = tiny_kuhn(
+    run={"name": "refit", "seed": 5, "max_iterations": 3},
+    optimization={"strategy_steps": 8, "strategy_warm_start": False},
+    memory={"strategy_capacity": 64},
+    checkpoint={"save_every": 3, "keep": 1},
+    evaluation={"eval_every": 0},
+)
 
 
 def _with_power(power: float) -> dict:

@@ -12,23 +12,9 @@ import pytest
 from lcjax import cli
 from lcjax.config import config_from_dict, save_config
 from lcjax.run import RunError, read_metrics, train
+from tiny_kuhn import TINY_KUHN
 
-# A tiny Kuhn run: compiles in seconds and exercises every phase of the driver.
-TINY = {
-    "game": "kuhn",
-    "run": {"name": "tiny", "seed": 3, "max_iterations": 4},
-    "network": {"hidden_size": 8, "num_layers": 1},
-    "traversal": {
-        "scheme": "external",
-        "traversals_per_player": 32,
-        "traversal_batch": 32,
-        "external": {"max_depth": 4, "max_advantage": 4, "max_strategy": 4},
-    },
-    "optimization": {"advantage_steps": 4, "advantage_batch": 16, "strategy_steps": 4, "strategy_batch": 16},
-    "memory": {"advantage_capacity": 256, "strategy_capacity": 256},
-    "checkpoint": {"save_every": 2, "keep": 3},
-    "evaluation": {"eval_every": 2},
-}
+TINY = TINY_KUHN
 TIMING = ("time/",)
 
 
