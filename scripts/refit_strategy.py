@@ -62,12 +62,11 @@ def reweigh(weights: jax.Array, run_power: float, run_delay: int, power: float, 
     if delay < run_delay:
         raise ValueError(f"--strategy-weight-delay {delay} is below the run's strategy_weight_delay {run_delay}")
     w = weights.astype(jnp.float32)
+    if power == run_power and delay == run_delay:
+        return w  # the run's own weights, bit for bit
     # The stored power's root is exact for the integer t of power 1; round away the float
     # error of other powers so that t <= delay compares whole iterations.
-    t = w if run_power == 1.0 else jnp.round(w ** (1.0 / run_power))
-    t = t + run_delay
-    if power == run_power and delay == run_delay:
-        return w
+    t = (w if run_power == 1.0 else jnp.round(w ** (1.0 / run_power))) + run_delay
     return jnp.where(t > delay, jnp.maximum(t - delay, 1.0) ** power, 0.0)
 
 
