@@ -70,6 +70,23 @@ def reweigh(weights: jax.Array, run_power: float, run_delay: int, power: float, 
     return jnp.where(t > delay, jnp.maximum(t - delay, 1.0) ** power, 0.0)
 
 
+def refit_weights(solver, state, power: float, delay: int = 0) -> jax.Array:
+    """float32[capacity]: the state's strategy reservoir weights as (t - delay) ** power.
+
+    Raises:
+      ValueError: the reservoir is empty, no stored sample keeps a weight, or `reweigh`'s.
+    """
+    opt = solver.config.optimization
+    memory = state.strategy_memory
+    size = int(memory.size)
+    if size == 0:
+        raise ValueError("the checkpoint's strategy reservoir is empty (saved without reservoirs, or before any sample)")
+    weights = reweigh(memory.data.iteration, opt.strategy_weight_power, opt.strategy_weight_delay, power, delay)
+    if not bool(jnp.any(weights[:size] > 0)):
+        raise ValueError(f"--strategy-weight-delay {delay} leaves no stored sample with a weight")
+    return weights
+
+
 def refit(solver, state, power: float, delay: int = 0):
     """`state` with its strategy network refitted on its reservoir weighted (t - delay) ** power.
 
@@ -79,15 +96,12 @@ def refit(solver, state, power: float, delay: int = 0):
 
     Returns:
       (state, the phase's metrics).
+
+    Raises:
+      ValueError: as `refit_weights`.
     """
-    opt = solver.config.optimization
     memory = state.strategy_memory
-    if int(memory.size) == 0:
-        raise ValueError("the checkpoint's strategy reservoir is empty (saved without reservoirs, or before any sample)")
-    weights = reweigh(memory.data.iteration, opt.strategy_weight_power, opt.strategy_weight_delay, power, delay)
-    if not bool(jnp.any(weights[: int(memory.size)] > 0)):
-        raise ValueError(f"--strategy-weight-delay {delay} leaves no stored sample with a weight")
-    weighted = memory.replace(data=memory.data._replace(iteration=weights))
+    weighted = memory.replace(data=memory.data._replace(iteration=refit_weights(solver, state, power, delay)))
     fitted, metrics = solver.train_strategy(state._replace(strategy_memory=weighted), keep_key=True)
     return fitted._replace(strategy_memory=memory), metrics
 
@@ -148,11 +162,16 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> dict[str, Any]:
     args = parse_args(argv)
     try:
-        solver, state, config = load_run(args.checkpoint, args.step, with_memory=True)
+        solver, state, _ = load_run(args.checkpoint, args.step, with_memory=True)
     except RunError as err:
         sys.exit(f"error: {err}")
     opt = solver.config.optimization
     delay = opt.strategy_weight_delay if args.strategy_weight_delay is None else args.strategy_weight_delay
+    try:  # every weighting's errors before any game is played
+        for power in args.strategy_weight_power:
+            refit_weights(solver, state, power, delay)
+    except ValueError as err:
+        sys.exit(f"error: {err}")
     exact = info_of(solver.game).exact_evaluation
     opponents = [] if exact else args.opponents
     print(
@@ -160,17 +179,12 @@ def main(argv=None) -> dict[str, Any]:
         f"stored weighing (t - {opt.strategy_weight_delay}) ** {opt.strategy_weight_power:g}",
         flush=True,
     )
-    rows = []
-    label = "checkpoint's network"
     metrics = measure(solver, state, args.policies, opponents, args.games, args.seed)
-    rows.append({"weights": "checkpoint", **metrics})
-    print(_row_text(label, metrics, args.policies, opponents, exact), flush=True)
+    rows = [{"weights": "checkpoint", **metrics}]
+    print(_row_text("checkpoint's network", metrics, args.policies, opponents, exact), flush=True)
     for power in args.strategy_weight_power:
         t0 = time.perf_counter()
-        try:
-            fitted, fit = refit(solver, state, power, delay)
-        except ValueError as err:
-            sys.exit(f"error: {err}")
+        fitted, fit = refit(solver, state, power, delay)
         metrics = measure(solver, fitted, args.policies, opponents, args.games, args.seed)
         row = {"weights": {"power": power, "delay": delay}, "loss/strategy": fit["loss/strategy"], **metrics}
         row["seconds"] = time.perf_counter() - t0
