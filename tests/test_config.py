@@ -87,7 +87,7 @@ def test_default_yaml_values():
     # probe section stays sized for `--set traversal.scheme=probe`.
     assert t.scheme == "value"
     assert (t.sampling_bot, t.sampling_bot_weight) == ("safe_heuristic", 0.8)
-    assert (cfg.optimization.advantage_weight_power, cfg.optimization.strategy_weight_power) == (2.0, 2.0)
+    assert (cfg.optimization.advantage_weight_power, cfg.optimization.strategy_weight_power) == (2.0, 3.0)
     assert t.value.max_steps == 2 * cfg.rules.max_turns + 2
     assert cfg.optimization.warm_start is True and cfg.optimization.lr_schedule == "cosine"
     assert 0.1 <= t.probe.branch_probability <= 0.2
@@ -682,7 +682,7 @@ def test_cpu_config_ships_measured_settings():
     assert cfg.optimization.lr_schedule == "cosine"
     assert (cfg.traversal.sampling_bot, cfg.traversal.sampling_bot_weight) == ("safe_heuristic", 0.8)
     assert cfg.traversal.scheme == "value"
-    assert (cfg.optimization.advantage_weight_power, cfg.optimization.strategy_weight_power) == (2.0, 2.0)
+    assert (cfg.optimization.advantage_weight_power, cfg.optimization.strategy_weight_power) == (2.0, 3.0)
     assert cfg.network.activation == "silu"
     assert (t.value.sampling_prefix, t.value.record_probability) == (40.0, 0.35)
     # Narrower networks whose savings buy value games ("Narrower networks, and more value
