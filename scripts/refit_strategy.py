@@ -22,11 +22,13 @@ iteration (every weight 1) and cannot be refitted.
 Each refit is one strategy phase of the run's own settings (`strategy_steps`,
 `strategy_batch`, `strategy_learning_rate`, `strategy_warm_start`: a fresh network where the
 run fits fresh ones), drawn from the same key for every weighting, so the rows differ only
-by their weights. The first row is the checkpoint's own network. Lost Cities plays each
-read-off of `--policy` against every bot of `--opponents`, every row on the same deals
-(those `lcjax evaluate` plays with the same `--opponents` list and `--seed`: each bot's
-deals follow from its place in the list); Kuhn and Leduc report the exploitability.
-Prints a table and writes the rows as JSON (`--json`).
+by their weights. `--strategy-steps` fits every row with another number of Adam steps (the
+learning-rate schedule spans them): the network a run with that `strategy_steps` fits, as
+the count changes neither the samples kept nor any other network. The first row is the
+checkpoint's own network. Lost Cities plays each read-off of `--policy` against every bot
+of `--opponents`, every row on the same deals (those `lcjax evaluate` plays with the same
+`--opponents` list and `--seed`: each bot's deals follow from its place in the list); Kuhn
+and Leduc report the exploitability. Prints a table and writes the rows as JSON (`--json`).
 """
 
 from __future__ import annotations
@@ -41,10 +43,11 @@ import jax.numpy as jnp
 from common import write_json
 
 from lcjax.argtypes import positive_int
+from lcjax.config import apply_overrides
 from lcjax.env.bots import BOT_NAMES
 from lcjax.env.registry import info_of
 from lcjax.evaluate import READOUTS, evaluate_readouts
-from lcjax.run import RunError, load_run
+from lcjax.run import RunError, load_run, run_solver
 
 STRATEGY_READOUTS = ("average", "average_greedy")
 
@@ -137,6 +140,10 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="refit with samples of iteration t weighing (t - delay) ** this; several values, one row each",
     )
     p.add_argument("--strategy-weight-delay", type=int, default=None, help="the delay d (default: the run's own)")
+    p.add_argument(
+        "--strategy-steps", type=positive_int, default=None,
+        help="Adam steps of each refit (default: the run's optimization.strategy_steps)",
+    )
     p.add_argument("--policy", default="average,average_greedy", help=f"read-offs: {', '.join(STRATEGY_READOUTS)}")
     p.add_argument("--opponents", default="passive_discard,safe_heuristic", help="bots (Lost Cities)")
     p.add_argument("--games", type=positive_int, default=1000, help="games per opponent (seats alternate)")
@@ -162,9 +169,13 @@ def parse_args(argv=None) -> argparse.Namespace:
 def main(argv=None) -> dict[str, Any]:
     args = parse_args(argv)
     try:
-        solver, state, _ = load_run(args.checkpoint, args.step, with_memory=True)
+        solver, state, config = load_run(args.checkpoint, args.step, with_memory=True)
     except RunError as err:
         sys.exit(f"error: {err}")
+    run_steps = solver.config.optimization.strategy_steps
+    if args.strategy_steps is not None and args.strategy_steps != run_steps:
+        # Only the phase's length differs: the networks' shapes and the state's are the run's.
+        solver = run_solver(apply_overrides(config, [f"optimization.strategy_steps={args.strategy_steps}"]))
     opt = solver.config.optimization
     delay = opt.strategy_weight_delay if args.strategy_weight_delay is None else args.strategy_weight_delay
     try:  # every weighting's errors before any game is played
@@ -176,7 +187,8 @@ def main(argv=None) -> dict[str, Any]:
     opponents = [] if exact else args.opponents
     print(
         f"{args.checkpoint} at iteration {int(state.iteration)}: {int(state.strategy_memory.size)} strategy samples, "
-        f"stored weighing (t - {opt.strategy_weight_delay}) ** {opt.strategy_weight_power:g}",
+        f"stored weighing (t - {opt.strategy_weight_delay}) ** {opt.strategy_weight_power:g}; refits of "
+        f"{opt.strategy_steps} steps (the run's: {run_steps})",
         flush=True,
     )
     metrics = measure(solver, state, args.policies, opponents, args.games, args.seed)
@@ -195,6 +207,7 @@ def main(argv=None) -> dict[str, Any]:
         "iteration": int(state.iteration),
         "games": 0 if exact else args.games,
         "seed": args.seed,
+        "strategy_steps": opt.strategy_steps,
         "rows": rows,
     }
     if args.json:

@@ -26,15 +26,18 @@ TINY = tiny_kuhn(
 )
 
 
-def _with_power(power: float) -> dict:
-    return {**TINY, "optimization": {**TINY["optimization"], "strategy_weight_power": power}}
+def _with(power: float, steps: int = 8) -> dict:
+    return {**TINY, "optimization": {**TINY["optimization"], "strategy_weight_power": power, "strategy_steps": steps}}
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """The same 3-iteration run trained with strategy weights t and t ** 2."""
+    """The same 3-iteration run trained with strategy weights t and t ** 2 (8 strategy
+    steps), and with weights t and 16 strategy steps ("steps16")."""
     root = tmp_path_factory.mktemp("refit")
-    return {p: train(config_from_dict(_with_power(p)), run_dir=root / f"power{p:g}").run_dir for p in (1.0, 2.0)}
+    out = {p: train(config_from_dict(_with(p)), run_dir=root / f"power{p:g}").run_dir for p in (1.0, 2.0)}
+    out["steps16"] = train(config_from_dict(_with(1.0, steps=16)), run_dir=root / "steps16").run_dir
+    return out
 
 
 def test_reweigh_recovers_the_iteration():
@@ -72,13 +75,33 @@ def test_refit_is_the_network_the_other_power_fits(runs):
     assert not np.array_equal(first(other), first(refitted))
 
 
+def _exploitabilities(result) -> list[float]:
+    return [row[f"readout/{p}/exploitability"] for row in result["rows"] for p in ("average", "average_greedy")]
+
+
+def test_strategy_steps_refit_is_the_network_of_a_run_with_those_steps(runs):
+    # The 8-step run refitted with 16 steps plays exactly like the 16-step run refitted with
+    # its own: the step count changed no sample and no other network.
+    def refit(run, *steps):
+        return refit_strategy.main(["--checkpoint", str(runs[run]), "--strategy-weight-power", "1", *steps])
+
+    longer, own = refit(1.0, "--strategy-steps", "16"), refit("steps16")
+    assert longer["strategy_steps"] == own["strategy_steps"] == 16
+    assert _exploitabilities(longer)[2:] == _exploitabilities(own)[2:]
+    # The first row is each checkpoint's own network: 8 and 16 steps fitted other networks.
+    assert _exploitabilities(longer)[:2] != _exploitabilities(own)[:2]
+    # The run's own count is no change at all.
+    same, plain = refit(1.0, "--strategy-steps", "8"), refit(1.0)
+    assert same["strategy_steps"] == 8 and _exploitabilities(same) == _exploitabilities(plain)
+
+
 def test_script_rows_and_json(runs, tmp_path, capsys):
     out = tmp_path / "refit.json"
     result = refit_strategy.main(
         ["--checkpoint", str(runs[1.0]), "--strategy-weight-power", "1", "2", "--json", str(out)]
     )
     assert json.loads(out.read_text()) == json.loads(json.dumps(result))
-    assert result["iteration"] == 3 and result["games"] == 0
+    assert result["iteration"] == 3 and result["games"] == 0 and result["strategy_steps"] == 8
     rows = result["rows"]
     assert [r["weights"] for r in rows] == ["checkpoint", {"power": 1.0, "delay": 0}, {"power": 2.0, "delay": 0}]
     for row in rows:
@@ -95,6 +118,7 @@ def test_script_rows_and_json(runs, tmp_path, capsys):
         (["--opponents", "nobody"], "unknown bot 'nobody'"),
         (["--strategy-weight-power", "-1"], "each power must be >= 0"),
         (["--strategy-weight-delay", "-2"], "--strategy-weight-delay must be >= 0"),
+        (["--strategy-steps", "0"], "--strategy-steps: expected a positive integer"),
     ],
 )
 def test_bad_arguments_are_named(argv, message, capsys):
