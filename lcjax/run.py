@@ -52,6 +52,9 @@ CHECKPOINT_DIR = "checkpoints"
 # Config sections that may differ when resuming: they steer the schedule, not the state.
 # (`distributed` may too, as long as the device count stays: see `_check_devices`.)
 RESUMABLE_SECTIONS = ("run", "checkpoint", "evaluation", "distributed")
+# Keys of other sections a resume may change: the fit that ends a run (from a fresh network,
+# with a key the run's state keeps) changes nothing the resumed run computes before it.
+RESUMABLE_KEYS = ("optimization.final_strategy_steps",)
 
 
 def run_solver(config: Config, mesh=None) -> DeepCFR:
@@ -149,6 +152,10 @@ def _jsonable(row: dict) -> dict:
 
 def _check_resume_compatible(saved: Config, given: Config) -> None:
     a, b = config_to_dict(saved), config_to_dict(given)
+    for path in RESUMABLE_KEYS:
+        section, key = path.split(".")
+        for d in (a, b):
+            d.get(section, {}).pop(key, None)
     for section in a:
         if section in RESUMABLE_SECTIONS:
             continue
@@ -157,7 +164,7 @@ def _check_resume_compatible(saved: Config, given: Config) -> None:
             path, was, now = found
             raise RunError(
                 f"cannot resume: {path} is {now!r} but the run was started with {was!r} "
-                "(only run, checkpoint and evaluation may change)"
+                f"(only run, checkpoint, evaluation and {', '.join(RESUMABLE_KEYS)} may change)"
             )
 
 
@@ -380,8 +387,10 @@ def _iterate(solver, config: Config, run_path: Path, ckpt, run: _RunState, limit
         stopping = final or interrupt.requested
         if stopping and _strategy_fit_due_at_stop(config, run.iteration):
             notify({"event": "phase", "phase": "strategy", "iteration": run.iteration})
-            run.state, fit = solver.train_strategy(run.state, keep_key=True)
+            scheduled = row.get("time/strategy_train_seconds", 0.0)
+            run.state, fit = _final_strategy_solver(solver, config).train_strategy(run.state, keep_key=True)
             row.update(fit)
+            row["time/strategy_train_seconds"] += scheduled  # a scheduled phase of this iteration too
         row.update({"time/evaluation_seconds": 0.0, "time/checkpoint_seconds": 0.0})
         row["time/evaluation_seconds"] = _evaluate_if_due(solver, config, run, row, final, notify)
         row = _jsonable(row)
@@ -399,11 +408,25 @@ def _iterate(solver, config: Config, run_path: Path, ckpt, run: _RunState, limit
 def _strategy_fit_due_at_stop(config: Config, iteration: int) -> bool:
     """Whether a run stopping after `iteration` fits the strategy network first: with fresh
     strategy networks (`strategy_warm_start: false`) and the last scheduled phase behind it,
-    the final checkpoint then holds a network of the final reservoir. A resume is unchanged
-    by it (the next scheduled phase starts from a fresh network again, and the PRNG key is
-    kept), so the run still continues exactly."""
+    or with `final_strategy_steps` other than the scheduled phases' steps, the final
+    checkpoint then holds a network of the final reservoir fitted `last_strategy_steps`
+    steps. A resume is unchanged by it (the next scheduled phase starts from a fresh network
+    again, and the PRNG key is kept), so the run still continues exactly."""
     opt = config.optimization
-    return not opt.strategy_warm_start and iteration % opt.strategy_train_every != 0
+    if opt.strategy_warm_start:
+        return False
+    return iteration % opt.strategy_train_every != 0 or opt.last_strategy_steps != opt.strategy_steps
+
+
+def _final_strategy_solver(solver: DeepCFR, config: Config) -> DeepCFR:
+    """The solver whose strategy phase is the fit that ends a run: `solver`, or one whose
+    phase takes `optimization.final_strategy_steps` steps (the same networks, state layout
+    and mesh; only that phase is compiled again)."""
+    opt = config.optimization
+    if opt.last_strategy_steps == opt.strategy_steps:
+        return solver
+    longer = dataclasses.replace(opt, strategy_steps=opt.last_strategy_steps)
+    return run_solver(dataclasses.replace(config, optimization=longer), solver.mesh)
 
 
 def _evaluate_if_due(solver, config: Config, run: _RunState, row: dict, final: bool, notify) -> float:

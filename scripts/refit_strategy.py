@@ -22,9 +22,10 @@ iteration (every weight 1) and cannot be refitted.
 Each refit is one strategy phase of the run's own settings (`strategy_steps`,
 `strategy_batch`, `strategy_learning_rate`, `strategy_warm_start`: a fresh network where the
 run fits fresh ones), drawn from the same key for every weighting, so the rows differ only
-by their weights. `--strategy-steps` fits every row with another number of Adam steps (the
-learning-rate schedule spans them): the network a run with that `strategy_steps` fits, as
-the count changes neither the samples kept nor any other network. The first row is the
+by their weights; a run's last fit takes `final_strategy_steps` where the run sets them.
+`--strategy-steps` fits every row with another number of Adam steps (the learning-rate
+schedule spans them): the network a run with that `final_strategy_steps` ends on, as the
+count changes neither the samples kept nor any other network. The first row is the
 checkpoint's own network. Lost Cities plays each read-off of `--policy` against every bot
 of `--opponents`, every row on the same deals (those `lcjax evaluate` plays with the same
 `--opponents` list and `--seed`: each bot's deals follow from its place in the list); Kuhn
@@ -142,7 +143,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--strategy-weight-delay", type=int, default=None, help="the delay d (default: the run's own)")
     p.add_argument(
         "--strategy-steps", type=positive_int, default=None,
-        help="Adam steps of each refit (default: the run's optimization.strategy_steps)",
+        help="Adam steps of each refit (default: those of the run's last fit, optimization.final_strategy_steps "
+        "or else strategy_steps)",
     )
     p.add_argument("--policy", default="average,average_greedy", help=f"read-offs: {', '.join(STRATEGY_READOUTS)}")
     p.add_argument("--opponents", default="passive_discard,safe_heuristic", help="bots (Lost Cities)")
@@ -172,10 +174,12 @@ def main(argv=None) -> dict[str, Any]:
         solver, state, config = load_run(args.checkpoint, args.step, with_memory=True)
     except RunError as err:
         sys.exit(f"error: {err}")
-    run_steps = solver.config.optimization.strategy_steps
-    if args.strategy_steps is not None and args.strategy_steps != run_steps:
+    # The run's last network took `final_strategy_steps` where it sets them.
+    run_steps = solver.config.optimization.last_strategy_steps
+    steps = args.strategy_steps or run_steps
+    if steps != solver.config.optimization.strategy_steps:
         # Only the phase's length differs: the networks' shapes and the state's are the run's.
-        solver = run_solver(apply_overrides(config, [f"optimization.strategy_steps={args.strategy_steps}"]))
+        solver = run_solver(apply_overrides(config, [f"optimization.strategy_steps={steps}"]))
     opt = solver.config.optimization
     delay = opt.strategy_weight_delay if args.strategy_weight_delay is None else args.strategy_weight_delay
     try:  # every weighting's errors before any game is played

@@ -104,6 +104,7 @@ def test_default_yaml_values():
     assert (o.advantage_steps, o.advantage_batch, o.strategy_steps, o.strategy_batch) == (512, 4096, 5120, 4096)
     # A fresh strategy network every 10 iterations, so every checkpoint and evaluation has one.
     assert o.strategy_warm_start is False and o.strategy_train_every == 10
+    assert o.final_strategy_steps == 2 * o.strategy_steps  # as cpu.yaml's
     assert cfg.checkpoint.save_every % o.strategy_train_every == 0
     assert (o.learning_rate, o.grad_clip) == (1e-3, 1.0)
     m = cfg.memory
@@ -399,6 +400,7 @@ def test_section_must_be_mapping(tmp_path):
         ("evaluation.readouts=3", "evaluation.readouts", "3", "list of read-offs"),
         ("evaluation.diagnostic_states=-1", "evaluation.diagnostic_states", "-1", ">= 0"),
         ("evaluation.diagnostic_redeals=0", "evaluation.diagnostic_redeals", "0", "positive integer"),
+        ("optimization.final_strategy_steps=-1", "optimization.final_strategy_steps", "-1", ">= 0"),
         ("rules.n_colors=7", "rules.n_colors", "7", "1..6"),
         ("rules.n_colors=2.0", "rules.n_colors", "2.0", "1..6"),
         ("rules.hand_size=30", "rules.hand_size", "30", "too large"),
@@ -411,6 +413,19 @@ def test_invalid_values(override, key, shown, allowed):
     message = str(err)
     assert key in message and shown in message and allowed in message
     assert f"override {override!r}" in message
+
+
+def test_final_strategy_steps_needs_fresh_strategy_networks():
+    # A fit that ends the run must start from a fresh network, or a resumed run would
+    # continue from its extra steps.
+    err = _error(C.load_config, CONFIG_DIR / "default.yaml", ["optimization.strategy_warm_start=true"])
+    assert err.key == "optimization.final_strategy_steps"
+    assert "10240 needs strategy_warm_start: false" in str(err)
+    cfg = C.load_config(
+        CONFIG_DIR / "default.yaml", ["optimization.strategy_warm_start=true", "optimization.final_strategy_steps=0"]
+    )
+    assert cfg.optimization.last_strategy_steps == cfg.optimization.strategy_steps == 5120
+    assert C.load_config(CONFIG_DIR / "default.yaml").optimization.last_strategy_steps == 10240
 
 
 def test_invalid_value_from_file_names_file_and_line(tmp_path):
@@ -661,7 +676,8 @@ def test_cpu_config_ships_measured_settings():
     advantage steps, drawn by weight"); its value network is fitted 450 steps ("A narrower V,
     fitted longer"); its networks are 192 wide and V 128, which pays for 3,072 value games an
     iteration ("Narrower networks, and more value games with what they save"); its advantage
-    reservoirs hold 800,000 items ("Advantage reservoirs of 800,000")."""
+    reservoirs hold 800,000 items ("Advantage reservoirs of 800,000"); its last strategy fit
+    takes 6,000 steps ("A longer last strategy fit")."""
     cfg = C.load_config(CONFIG_DIR / "cpu.yaml")
     t = cfg.traversal
     assert (t.traversals_per_player, t.traversal_batch) == (256, 256)
@@ -674,6 +690,9 @@ def test_cpu_config_ships_measured_settings():
     assert (cfg.evaluation.eval_every, cfg.evaluation.extended_every) == (20, 40)
     o = cfg.optimization
     assert (o.strategy_warm_start, o.strategy_train_every, o.strategy_steps) == (False, 20, 3000)
+    # The fit that ends the run, the network evaluations read, twice as long ("A longer last
+    # strategy fit").
+    assert o.final_strategy_steps == 6000
     assert cfg.checkpoint.save_every == 20
     # Every checkpoint and evaluation holds a strategy network of its own iteration.
     assert cfg.checkpoint.save_every % o.strategy_train_every == 0

@@ -26,18 +26,25 @@ TINY = tiny_kuhn(
 )
 
 
-def _with(power: float, steps: int = 8) -> dict:
-    return {**TINY, "optimization": {**TINY["optimization"], "strategy_weight_power": power, "strategy_steps": steps}}
+def _with(power: float, steps: int = 8, final: int = 0) -> dict:
+    opt = {"strategy_weight_power": power, "strategy_steps": steps, "final_strategy_steps": final}
+    return {**TINY, "optimization": {**TINY["optimization"], **opt}}
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     """The same 3-iteration run trained with strategy weights t and t ** 2 (8 strategy
-    steps), and with weights t and 16 strategy steps ("steps16")."""
+    steps), with weights t and 16 strategy steps ("steps16"), and with weights t, 8 steps
+    and a last fit of 16 (`final_strategy_steps`, "final16")."""
     root = tmp_path_factory.mktemp("refit")
     out = {p: train(config_from_dict(_with(p)), run_dir=root / f"power{p:g}").run_dir for p in (1.0, 2.0)}
     out["steps16"] = train(config_from_dict(_with(1.0, steps=16)), run_dir=root / "steps16").run_dir
+    out["final16"] = train(config_from_dict(_with(1.0, final=16)), run_dir=root / "final16").run_dir
     return out
+
+
+def _refit(runs, run, *args):
+    return refit_strategy.main(["--checkpoint", str(runs[run]), "--strategy-weight-power", "1", *args])
 
 
 def test_reweigh_recovers_the_iteration():
@@ -82,17 +89,26 @@ def _exploitabilities(result) -> list[float]:
 def test_strategy_steps_refit_is_the_network_of_a_run_with_those_steps(runs):
     # The 8-step run refitted with 16 steps plays exactly like the 16-step run refitted with
     # its own: the step count changed no sample and no other network.
-    def refit(run, *steps):
-        return refit_strategy.main(["--checkpoint", str(runs[run]), "--strategy-weight-power", "1", *steps])
-
-    longer, own = refit(1.0, "--strategy-steps", "16"), refit("steps16")
+    longer, own = _refit(runs, 1.0, "--strategy-steps", "16"), _refit(runs, "steps16")
     assert longer["strategy_steps"] == own["strategy_steps"] == 16
     assert _exploitabilities(longer)[2:] == _exploitabilities(own)[2:]
     # The first row is each checkpoint's own network: 8 and 16 steps fitted other networks.
     assert _exploitabilities(longer)[:2] != _exploitabilities(own)[:2]
     # The run's own count is no change at all.
-    same, plain = refit(1.0, "--strategy-steps", "8"), refit(1.0)
+    same, plain = _refit(runs, 1.0, "--strategy-steps", "8"), _refit(runs, 1.0)
     assert same["strategy_steps"] == 8 and _exploitabilities(same) == _exploitabilities(plain)
+
+
+def test_a_run_with_final_strategy_steps_ends_on_the_longer_fit(runs):
+    # final16 trained as the 8-step run did, then fitted its last network 16 steps: the
+    # 8-step run's 16-step refit. Its own refit defaults to those 16 steps and reproduces it.
+    longer, final = _refit(runs, 1.0, "--strategy-steps", "16"), _refit(runs, "final16")
+    assert final["strategy_steps"] == 16
+    assert _exploitabilities(final)[:2] == _exploitabilities(final)[2:] == _exploitabilities(longer)[2:]
+    _, state, _ = load_run(runs["final16"], with_memory=True)
+    _, state8, _ = load_run(runs[1.0], with_memory=True)
+    weights = (np.asarray(s.strategy_memory.data.iteration) for s in (state, state8))
+    np.testing.assert_array_equal(*weights)
 
 
 def test_script_rows_and_json(runs, tmp_path, capsys):

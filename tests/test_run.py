@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import jax
@@ -199,13 +200,17 @@ def test_cli_evaluate_small_game(straight, capsys):
     assert "current_greedy read-off: exploitability" in out
 
 
-def test_fresh_strategy_network_is_fitted_at_a_stop_between_phases(tmp_path):
+@pytest.mark.parametrize("final_steps", [0, 8])
+def test_fresh_strategy_network_is_fitted_at_a_stop_between_phases(tmp_path, final_steps):
     """strategy_warm_start false, a phase every 2 iterations: a run stopping after iteration
     3 fits the strategy network on its final reservoir before the last checkpoint, and a
-    resume from there still continues exactly as a run straight through."""
+    resume from there still continues exactly as a run straight through. With
+    final_strategy_steps (8, twice strategy_steps) that fit is longer, and a run stopping on
+    a scheduled iteration (4) fits it too."""
     from lcjax.run import load_run
 
-    d = {**TINY, "optimization": {**TINY["optimization"], "strategy_train_every": 2, "strategy_warm_start": False}}
+    opt = {"strategy_train_every": 2, "strategy_warm_start": False, "final_strategy_steps": final_steps}
+    d = {**TINY, "optimization": {**TINY["optimization"], **opt}}
     config = config_from_dict(d)
     straight = train(config, run_dir=tmp_path / "straight")
     first = train(config, run_dir=tmp_path / "stopped", max_iterations=3)
@@ -221,6 +226,23 @@ def test_fresh_strategy_network_is_fitted_at_a_stop_between_phases(tmp_path):
     resumed = train(None, resume=tmp_path / "stopped")
     assert resumed.iteration == 4
     _assert_same_state(straight.state, resumed.state)
+
+
+def test_a_resume_may_change_the_last_strategy_fit_and_no_other_optimization_key(tmp_path):
+    """optimization.final_strategy_steps changes only the network a run ends on, so a finished
+    run resumed with a longer last fit is the run trained with it straight through."""
+    opt = {"strategy_train_every": 2, "strategy_warm_start": False}
+    d = {**TINY, "optimization": {**TINY["optimization"], **opt}}
+    train(config_from_dict(d), run_dir=tmp_path / "run", max_iterations=3)
+    longer = config_from_dict({**d, "optimization": {**d["optimization"], "final_strategy_steps": 8}})
+    straight = train(longer, run_dir=tmp_path / "straight")
+    resumed = train(longer, resume=tmp_path / "run")
+    assert resumed.iteration == 4
+    _assert_same_state(straight.state, resumed.state)
+    other = config_from_dict({**d, "optimization": {**d["optimization"], "advantage_steps": 5}})
+    message = "cannot resume: optimization.advantage_steps is 5 but the run was started with 4 (only run, checkpoint, "
+    with pytest.raises(RunError, match=re.escape(message)):
+        train(other, resume=tmp_path / "run")
 
 
 def test_a_run_stopped_by_max_minutes_evaluates_and_saves_its_last_iteration(tmp_path):

@@ -25,7 +25,7 @@ import optax
 from lcjax.cfr.memory import Reservoir, reservoir_cumulative_weights, reservoir_sample, reservoir_sample_weighted
 from lcjax.cfr.networks import masked_logits_to_probs
 from lcjax.cfr.samples import AdvantageSample, StrategySample, ValueSample
-from lcjax.settings import Bool, Choice, Float, Int, Settings, setting
+from lcjax.settings import Bool, Choice, ConfigError, Float, Int, Settings, setting
 
 Array = jax.Array
 Params = Any
@@ -61,6 +61,14 @@ class OptimizationConfig(Settings):
     Attributes:
       advantage_steps, advantage_batch: Adam steps and minibatch size per advantage phase.
       strategy_steps, strategy_batch: the same for the strategy network.
+      final_strategy_steps: Adam steps of the strategy fit that ends a run (`lcjax.run`: at
+        `max_iterations`, `max_minutes` or a Ctrl-C), so that the run's last checkpoint holds
+        a network fitted this long on its final reservoir (0 = strategy_steps, and the run
+        refits only when it stops between two scheduled phases). Needs fresh strategy
+        networks (`strategy_warm_start: false`): a fit that ends a run then changes nothing
+        a resumed run computes. Only the last network is read by `lcjax evaluate`, so a
+        longer fit there costs seconds once, where longer scheduled phases cost them every
+        `strategy_train_every` iterations.
       learning_rate: Adam learning rate.
       grad_clip: global gradient-norm clip (0 = none).
       warm_start: continue the advantage networks from the last iteration instead of
@@ -104,6 +112,7 @@ class OptimizationConfig(Settings):
     advantage_batch: int = setting(512, Int(1))
     strategy_steps: int = setting(200, Int(1))
     strategy_batch: int = setting(512, Int(1))
+    final_strategy_steps: int = setting(0, Int(0))
     learning_rate: float = setting(1e-3, Float(0.0, lo_open=True))
     grad_clip: float = setting(1.0, Float(0.0))
     warm_start: bool = setting(False, Bool())
@@ -118,6 +127,23 @@ class OptimizationConfig(Settings):
     regret_exponent: float = setting(1.0, Float(1.0, 4.0))
     draw_by_weight: bool = setting(False, Bool())
     fast_compile: bool = setting(False, Bool())
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.final_strategy_steps and self.strategy_warm_start:
+            # A continued network would carry the extra steps into the phases of a resumed
+            # run, which then computes what the uninterrupted run did not.
+            raise ConfigError(
+                f"{self.final_strategy_steps} needs strategy_warm_start: false (a fit that ends a run "
+                "must start from a fresh network), or 0",
+                "final_strategy_steps",
+            )
+
+    @property
+    def last_strategy_steps(self) -> int:
+        """Adam steps of the strategy fit that ends a run (`final_strategy_steps`, or
+        `strategy_steps` where it is 0)."""
+        return self.final_strategy_steps or self.strategy_steps
 
 
 class TrainMetrics(NamedTuple):
