@@ -98,7 +98,8 @@ else
         --set optimization.advantage_steps=128 --set optimization.strategy_steps=128 \
         --devices "$DEVICES" --repeats 1 --json "$OUT/bench_scaling.json"
     step train 120 "$PYTHON" -m lcjax.cli train --config "$DEFAULT" --set run.max_iterations=3 --set evaluation.eval_every=3 \
-        --set evaluation.games=500 --set evaluation.extended_every=0 --set checkpoint.save_every=3 --runs-root "$OUT/train"
+        --set evaluation.games=500 --set evaluation.extended_every=0 --set checkpoint.save_every=3 \
+        --set optimization.final_strategy_steps=0 --runs-root "$OUT/train"
 fi
 
 "$PYTHON" "$ROOT/scripts/gpu_report_summary.py" --summary "$OUT" --seconds $(($(date +%s) - START))

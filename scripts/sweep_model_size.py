@@ -146,6 +146,8 @@ REDUCED_OVERRIDES = (
     "optimization.advantage_batch=256",
     "optimization.strategy_steps=64",
     "optimization.strategy_batch=256",
+    # The last fit as long as the others, as this scale was measured with.
+    "optimization.final_strategy_steps=0",
     "memory.advantage_capacity=200000",
     "memory.strategy_capacity=200000",
 )
