@@ -708,5 +708,7 @@ def test_cpu_config_ships_measured_settings():
     # games with what they save"); V fitted 450 steps ("A narrower V, fitted longer").
     assert (t.value.value_hidden_size, t.value.value_steps, cfg.network.hidden_size) == (128, 450, 192)
     # Twice the recent regrets the t^2 weights read, at no cost per iteration.
-    assert (cfg.memory.advantage_capacity, cfg.memory.strategy_capacity) == (800_000, 400_000)
+    assert cfg.memory.advantage_capacity == 800_000
+    # Four times the strategy samples the t^3 weights read ("Strategy reservoirs of 1,600,000").
+    assert cfg.memory.strategy_capacity == 1_600_000
     assert C.load_config(CONFIG_DIR / "cpu.yaml", ["optimization.warm_start=false"]).optimization.warm_start is False
