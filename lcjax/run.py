@@ -64,6 +64,16 @@ def run_solver(config: Config, mesh=None) -> DeepCFR:
     return make_solver(make_game(config), solver_config(config), mesh)
 
 
+def strategy_fit_solver(config: Config, steps: int, mesh=None) -> DeepCFR:
+    """The run's solver with strategy phases of `steps` Adam steps: the same networks, state
+    layout and mesh, so it fits a strategy network on the run's own state, and only its
+    strategy phase compiles again. The fit that ends a run (`optimization.
+    final_strategy_steps`) and refits of a finished run's network (scripts/refit_strategy.py)
+    take it."""
+    opt = dataclasses.replace(config.optimization, strategy_steps=steps)
+    return run_solver(dataclasses.replace(config, optimization=opt), mesh)
+
+
 class RunError(ValueError):
     """A run cannot start or resume; the message is one line naming the problem."""
 
@@ -419,14 +429,12 @@ def _strategy_fit_due_at_stop(config: Config, iteration: int) -> bool:
 
 
 def _final_strategy_solver(solver: DeepCFR, config: Config) -> DeepCFR:
-    """The solver whose strategy phase is the fit that ends a run: `solver`, or one whose
-    phase takes `optimization.final_strategy_steps` steps (the same networks, state layout
-    and mesh; only that phase is compiled again)."""
+    """The solver whose strategy phase is the fit that ends a run: `solver`, or its
+    `strategy_fit_solver` of `optimization.final_strategy_steps` steps."""
     opt = config.optimization
     if opt.last_strategy_steps == opt.strategy_steps:
         return solver
-    longer = dataclasses.replace(opt, strategy_steps=opt.last_strategy_steps)
-    return run_solver(dataclasses.replace(config, optimization=longer), solver.mesh)
+    return strategy_fit_solver(config, opt.last_strategy_steps, solver.mesh)
 
 
 def _evaluate_if_due(solver, config: Config, run: _RunState, row: dict, final: bool, notify) -> float:

@@ -44,11 +44,10 @@ import jax.numpy as jnp
 from common import write_json
 
 from lcjax.argtypes import positive_int
-from lcjax.config import apply_overrides
 from lcjax.env.bots import BOT_NAMES
 from lcjax.env.registry import info_of
 from lcjax.evaluate import READOUTS, evaluate_readouts
-from lcjax.run import RunError, load_run, run_solver
+from lcjax.run import RunError, load_run, strategy_fit_solver
 
 STRATEGY_READOUTS = ("average", "average_greedy")
 
@@ -178,8 +177,7 @@ def main(argv=None) -> dict[str, Any]:
     run_steps = solver.config.optimization.last_strategy_steps
     steps = args.strategy_steps or run_steps
     if steps != solver.config.optimization.strategy_steps:
-        # Only the phase's length differs: the networks' shapes and the state's are the run's.
-        solver = run_solver(apply_overrides(config, [f"optimization.strategy_steps={steps}"]))
+        solver = strategy_fit_solver(config, steps)
     opt = solver.config.optimization
     delay = opt.strategy_weight_delay if args.strategy_weight_delay is None else args.strategy_weight_delay
     try:  # every weighting's errors before any game is played
