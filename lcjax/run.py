@@ -2,7 +2,8 @@
 
 A run lives in `runs/<timestamp>_<name>/`:
 
-    config.yaml      the full configuration (defaults filled in)
+    config.yaml      the full configuration (defaults filled in); a resume given a
+                     config rewrites it with that one's values
     metrics.jsonl    one JSON object per iteration (see `lcjax.cfr.solver`,
                      `lcjax.evaluate` and `lcjax.diagnostics` for the keys)
     checkpoints/     orbax checkpoints of the solver state
@@ -265,6 +266,7 @@ def train(
     solver = run_solver(config, mesh)
     if resume is not None:
         ckpt, run = _reopen(solver, config, run_path, notify)
+        _record_resume_config(config, run_path)
     else:
         ckpt, run = _create(solver, config, run_path)
     limit = config.run.max_iterations if max_iterations is None else max_iterations
@@ -313,6 +315,21 @@ def resolve_run(
     if run_path.exists():
         raise RunError(f"run directory {run_path} already exists; refusing to overwrite it")
     return config, run_path
+
+
+def _record_resume_config(config: Config, run_path: Path) -> None:
+    """Rewrite config.yaml when a resume changed a key that may change (`run.max_iterations`,
+    `evaluation.*`, `optimization.final_strategy_steps`, ...), once the checkpoint has opened.
+
+    The file then describes what the run now runs: a later `--resume` without `--config`
+    continues with these settings, and readers of the run (`load_run`, refit_strategy's
+    default step count) see the last fit's length the run ends on.
+    """
+    if not distributed.is_main_process():
+        return
+    path = run_path / CONFIG_FILE
+    if config_to_dict(load_config(path)) != config_to_dict(config):
+        save_config(config, path)
 
 
 def _create(solver, config: Config, run_path: Path) -> tuple[Checkpointer, _RunState]:

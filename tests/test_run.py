@@ -230,19 +230,28 @@ def test_fresh_strategy_network_is_fitted_at_a_stop_between_phases(tmp_path, fin
 
 def test_a_resume_may_change_the_last_strategy_fit_and_no_other_optimization_key(tmp_path):
     """optimization.final_strategy_steps changes only the network a run ends on, so a finished
-    run resumed with a longer last fit is the run trained with it straight through."""
+    run resumed with a longer last fit is the run trained with it straight through. The
+    resume rewrites config.yaml, so the run's readers (and a later plain resume) see the new
+    value; a refused resume leaves the file as it was."""
+    from lcjax.config import load_config
+
     opt = {"strategy_train_every": 2, "strategy_warm_start": False}
     d = {**TINY, "optimization": {**TINY["optimization"], **opt}}
     train(config_from_dict(d), run_dir=tmp_path / "run", max_iterations=3)
+    assert load_config(tmp_path / "run" / "config.yaml").optimization.last_strategy_steps == 4
     longer = config_from_dict({**d, "optimization": {**d["optimization"], "final_strategy_steps": 8}})
     straight = train(longer, run_dir=tmp_path / "straight")
     resumed = train(longer, resume=tmp_path / "run")
     assert resumed.iteration == 4
     _assert_same_state(straight.state, resumed.state)
+    written = load_config(tmp_path / "run" / "config.yaml")
+    assert written.optimization.final_strategy_steps == 8
+    assert written == longer
     other = config_from_dict({**d, "optimization": {**d["optimization"], "advantage_steps": 5}})
     message = "cannot resume: optimization.advantage_steps is 5 but the run was started with 4 (only run, checkpoint, "
     with pytest.raises(RunError, match=re.escape(message)):
         train(other, resume=tmp_path / "run")
+    assert load_config(tmp_path / "run" / "config.yaml") == longer
 
 
 def test_a_run_stopped_by_max_minutes_evaluates_and_saves_its_last_iteration(tmp_path):
