@@ -104,7 +104,7 @@ def test_default_yaml_values():
     assert (o.advantage_steps, o.advantage_batch, o.strategy_steps, o.strategy_batch) == (512, 4096, 5120, 4096)
     # A fresh strategy network every 10 iterations, so every checkpoint and evaluation has one.
     assert o.strategy_warm_start is False and o.strategy_train_every == 10
-    assert o.final_strategy_steps == 2 * o.strategy_steps  # as cpu.yaml's
+    assert o.final_strategy_steps == 2 * o.strategy_steps
     assert cfg.checkpoint.save_every % o.strategy_train_every == 0
     assert (o.learning_rate, o.grad_clip) == (1e-3, 1.0)
     m = cfg.memory
@@ -677,7 +677,7 @@ def test_cpu_config_ships_measured_settings():
     fitted longer"); its networks are 192 wide and V 128, which pays for 3,072 value games an
     iteration ("Narrower networks, and more value games with what they save"); its advantage
     reservoirs hold 800,000 items ("Advantage reservoirs of 800,000"); its last strategy fit
-    takes 6,000 steps ("A longer last strategy fit")."""
+    takes 12,000 steps and the scheduled ones 2,000 ("A last strategy fit of 12,000 steps")."""
     cfg = C.load_config(CONFIG_DIR / "cpu.yaml")
     t = cfg.traversal
     assert (t.traversals_per_player, t.traversal_batch) == (256, 256)
@@ -689,10 +689,10 @@ def test_cpu_config_ships_measured_settings():
     assert (cfg.optimization.advantage_steps, cfg.optimization.draw_by_weight) == (150, True)
     assert (cfg.evaluation.eval_every, cfg.evaluation.extended_every) == (20, 40)
     o = cfg.optimization
-    assert (o.strategy_warm_start, o.strategy_train_every, o.strategy_steps) == (False, 20, 3000)
-    # The fit that ends the run, the network evaluations read, twice as long ("A longer last
-    # strategy fit").
-    assert o.final_strategy_steps == 6000
+    assert (o.strategy_warm_start, o.strategy_train_every, o.strategy_steps) == (False, 20, 2000)
+    # The fit that ends the run, the network evaluations read, six times as long ("A last
+    # strategy fit of 12,000 steps").
+    assert o.final_strategy_steps == 12000
     assert cfg.checkpoint.save_every == 20
     # Every checkpoint and evaluation holds a strategy network of its own iteration.
     assert cfg.checkpoint.save_every % o.strategy_train_every == 0
