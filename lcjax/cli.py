@@ -119,7 +119,8 @@ class _TrainDisplay:
             self.max_iterations = event["max_iterations"]
             self.console.print(f"run directory: {event['run_dir']}")
         elif kind == "phase":
-            self.phase = f"{event['phase']} (iteration {event['iteration']})"
+            steps = f", {event['steps']:,} Adam steps" if "steps" in event else ""
+            self.phase = f"{event['phase']}{steps} (iteration {event['iteration']})"
         elif kind == "iteration":
             self.row = event["row"]
             self.last_eval = event["last_eval"]

@@ -413,7 +413,8 @@ def _iterate(solver, config: Config, run_path: Path, ckpt, run: _RunState, limit
         final = run.iteration >= limit or out_of_time
         stopping = final or interrupt.requested
         if stopping and _strategy_fit_due_at_stop(config, run.iteration):
-            notify({"event": "phase", "phase": "strategy", "iteration": run.iteration})
+            notify({"event": "phase", "phase": "last strategy fit", "iteration": run.iteration,
+                    "steps": config.optimization.last_strategy_steps})
             scheduled = row.get("time/strategy_train_seconds", 0.0)
             run.state, fit = _final_strategy_solver(solver, config).train_strategy(run.state, keep_key=True)
             row.update(fit)

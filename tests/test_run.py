@@ -213,7 +213,12 @@ def test_fresh_strategy_network_is_fitted_at_a_stop_between_phases(tmp_path, fin
     d = {**TINY, "optimization": {**TINY["optimization"], **opt}}
     config = config_from_dict(d)
     straight = train(config, run_dir=tmp_path / "straight")
-    first = train(config, run_dir=tmp_path / "stopped", max_iterations=3)
+    events = []
+    first = train(config, run_dir=tmp_path / "stopped", max_iterations=3, progress=events.append)
+    # The progress display names the fit that ends the run and its length.
+    fits = [e for e in events if e.get("phase") == "last strategy fit"]
+    assert fits == [{"event": "phase", "phase": "last strategy fit", "iteration": 3,
+                     "steps": config.optimization.last_strategy_steps}]
     rows = read_metrics(tmp_path / "stopped")
     # Iteration 3 is off the schedule: its row has the stop's strategy fit.
     assert "loss/strategy" in rows[2] and "loss/strategy" not in read_metrics(tmp_path / "straight")[2]
@@ -272,3 +277,18 @@ def test_a_run_stopped_by_max_minutes_evaluates_and_saves_its_last_iteration(tmp
     assert result.last_eval["eval/exploitability"] == rows[0]["eval/exploitability"]
     _, state, _ = load_run(tmp_path / "timed")
     assert int(state.iteration) == 1
+
+
+def test_train_display_names_the_phase_and_the_last_fits_length():
+    """The live panel shows each phase event, with the Adam steps where the event has them
+    (the fit that ends a run can take a minute or more on a CPU)."""
+    import io
+
+    from rich.console import Console
+
+    console = Console(file=io.StringIO(), width=100)
+    with cli._TrainDisplay(console, max_minutes=None) as display:
+        display({"event": "phase", "phase": "iteration", "iteration": 4})
+        assert display.phase == "iteration (iteration 4)"
+        display({"event": "phase", "phase": "last strategy fit", "iteration": 162, "steps": 12000})
+        assert display.phase == "last strategy fit, 12,000 Adam steps (iteration 162)"
