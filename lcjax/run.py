@@ -65,14 +65,17 @@ def run_solver(config: Config, mesh=None) -> DeepCFR:
     return make_solver(make_game(config), solver_config(config), mesh)
 
 
-def strategy_fit_solver(config: Config, steps: int, mesh=None) -> DeepCFR:
-    """The run's solver with strategy phases of `steps` Adam steps: the same networks, state
-    layout and mesh, so it fits a strategy network on the run's own state, and only its
-    strategy phase compiles again. The fit that ends a run (`optimization.
+def strategy_fit_solver(solver: DeepCFR, config: Config, steps: int) -> DeepCFR:
+    """The run's solver (`solver`, built from `config`) with strategy phases of `steps` Adam
+    steps: `solver` itself where its phases take them, else one with the same networks,
+    state layout and mesh, so it fits a strategy network on the run's own state, and only
+    its strategy phase compiles again. The fit that ends a run (`optimization.
     final_strategy_steps`) and refits of a finished run's network (scripts/refit_strategy.py)
     take it."""
+    if steps == config.optimization.strategy_steps:
+        return solver
     opt = dataclasses.replace(config.optimization, strategy_steps=steps)
-    return run_solver(dataclasses.replace(config, optimization=opt), mesh)
+    return run_solver(dataclasses.replace(config, optimization=opt), solver.mesh)
 
 
 class RunError(ValueError):
@@ -252,6 +255,7 @@ def train(
     Returns:
       RunResult.
     """
+    resumed_with_config = resume is not None and config is not None
     config, run_path = resolve_run(config, resume=resume, runs_root=runs_root, run_dir=run_dir, name=name)
     try:
         distributed.initialize(config.distributed)
@@ -266,7 +270,8 @@ def train(
     solver = run_solver(config, mesh)
     if resume is not None:
         ckpt, run = _reopen(solver, config, run_path, notify)
-        _record_resume_config(config, run_path)
+        if resumed_with_config:
+            _record_resume_config(config, run_path)
     else:
         ckpt, run = _create(solver, config, run_path)
     limit = config.run.max_iterations if max_iterations is None else max_iterations
@@ -318,18 +323,16 @@ def resolve_run(
 
 
 def _record_resume_config(config: Config, run_path: Path) -> None:
-    """Rewrite config.yaml when a resume changed a key that may change (`run.max_iterations`,
-    `evaluation.*`, `optimization.final_strategy_steps`, ...), once the checkpoint has opened.
+    """Write the config a resume was given (`resolve_run` checked it against the saved one:
+    only keys that may change differ, e.g. `run.max_iterations`, `evaluation.*`,
+    `optimization.final_strategy_steps`) to config.yaml, once the checkpoint has opened.
 
     The file then describes what the run now runs: a later `--resume` without `--config`
     continues with these settings, and readers of the run (`load_run`, refit_strategy's
     default step count) see the last fit's length the run ends on.
     """
-    if not distributed.is_main_process():
-        return
-    path = run_path / CONFIG_FILE
-    if config_to_dict(load_config(path)) != config_to_dict(config):
-        save_config(config, path)
+    if distributed.is_main_process():
+        save_config(config, run_path / CONFIG_FILE)
 
 
 def _create(solver, config: Config, run_path: Path) -> tuple[Checkpointer, _RunState]:
@@ -416,7 +419,8 @@ def _iterate(solver, config: Config, run_path: Path, ckpt, run: _RunState, limit
             notify({"event": "phase", "phase": "last strategy fit", "iteration": run.iteration,
                     "steps": config.optimization.last_strategy_steps})
             scheduled = row.get("time/strategy_train_seconds", 0.0)
-            run.state, fit = _final_strategy_solver(solver, config).train_strategy(run.state, keep_key=True)
+            last = strategy_fit_solver(solver, config, config.optimization.last_strategy_steps)
+            run.state, fit = last.train_strategy(run.state, keep_key=True)
             row.update(fit)
             row["time/strategy_train_seconds"] += scheduled  # a scheduled phase of this iteration too
         row.update({"time/evaluation_seconds": 0.0, "time/checkpoint_seconds": 0.0})
@@ -444,15 +448,6 @@ def _strategy_fit_due_at_stop(config: Config, iteration: int) -> bool:
     if opt.strategy_warm_start:
         return False
     return iteration % opt.strategy_train_every != 0 or opt.last_strategy_steps != opt.strategy_steps
-
-
-def _final_strategy_solver(solver: DeepCFR, config: Config) -> DeepCFR:
-    """The solver whose strategy phase is the fit that ends a run: `solver`, or its
-    `strategy_fit_solver` of `optimization.final_strategy_steps` steps."""
-    opt = config.optimization
-    if opt.last_strategy_steps == opt.strategy_steps:
-        return solver
-    return strategy_fit_solver(config, opt.last_strategy_steps, solver.mesh)
 
 
 def _evaluate_if_due(solver, config: Config, run: _RunState, row: dict, final: bool, notify) -> float:

@@ -175,9 +175,7 @@ def main(argv=None) -> dict[str, Any]:
         sys.exit(f"error: {err}")
     # The run's last network took `final_strategy_steps` where it sets them.
     run_steps = solver.config.optimization.last_strategy_steps
-    steps = args.strategy_steps or run_steps
-    if steps != solver.config.optimization.strategy_steps:
-        solver = strategy_fit_solver(config, steps)
+    solver = strategy_fit_solver(solver, config, args.strategy_steps or run_steps)
     opt = solver.config.optimization
     delay = opt.strategy_weight_delay if args.strategy_weight_delay is None else args.strategy_weight_delay
     try:  # every weighting's errors before any game is played
