@@ -406,7 +406,11 @@ def _iterate(solver, config: Config, run_path: Path, ckpt, run: _RunState, limit
         if interrupt.requested:
             return "interrupt"
         notify({"event": "phase", "phase": "iteration", "iteration": run.iteration + 1})
-        run.state, row = solver.iteration(run.state)
+        # The iteration that reaches `limit` is known to be the last: where the stop fits the
+        # strategy network anew, the scheduled phase it would replace is skipped. (A stop by
+        # the clock or a Ctrl-C cannot be known before the iteration, and keeps that phase.)
+        replaced = run.iteration + 1 >= limit and _strategy_fit_due_at_stop(config, run.iteration + 1)
+        run.state, row = solver.iteration(run.state, fit_strategy=not replaced)
         run.iteration = int(run.state.iteration)
         # The last iteration of a run is evaluated and checkpointed whatever the schedule,
         # whether `run.max_iterations` or `run.max_minutes` ends it, so the learning curve
@@ -422,7 +426,7 @@ def _iterate(solver, config: Config, run_path: Path, ckpt, run: _RunState, limit
             last = strategy_fit_solver(solver, config, config.optimization.last_strategy_steps)
             run.state, fit = last.train_strategy(run.state, keep_key=True)
             row.update(fit)
-            row["time/strategy_train_seconds"] += scheduled  # a scheduled phase of this iteration too
+            row["time/strategy_train_seconds"] += scheduled  # a scheduled phase of this iteration, if one ran
         row.update({"time/evaluation_seconds": 0.0, "time/checkpoint_seconds": 0.0})
         row["time/evaluation_seconds"] = _evaluate_if_due(solver, config, run, row, final, notify)
         row = _jsonable(row)

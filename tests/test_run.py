@@ -201,18 +201,32 @@ def test_cli_evaluate_small_game(straight, capsys):
 
 
 @pytest.mark.parametrize("final_steps", [0, 8])
-def test_fresh_strategy_network_is_fitted_at_a_stop_between_phases(tmp_path, final_steps):
+def test_fresh_strategy_network_is_fitted_at_a_stop_between_phases(tmp_path, final_steps, monkeypatch):
     """strategy_warm_start false, a phase every 2 iterations: a run stopping after iteration
     3 fits the strategy network on its final reservoir before the last checkpoint, and a
     resume from there still continues exactly as a run straight through. With
     final_strategy_steps (8, twice strategy_steps) that fit is longer, and a run stopping on
-    a scheduled iteration (4) fits it too."""
+    a scheduled iteration (4) fits it too, skipping that iteration's scheduled phase."""
+    from lcjax.cfr.solver import DeepCFR
     from lcjax.run import load_run
 
     opt = {"strategy_train_every": 2, "strategy_warm_start": False, "final_strategy_steps": final_steps}
     d = {**TINY, "optimization": {**TINY["optimization"], **opt}}
     config = config_from_dict(d)
+    phases = []
+    iteration = DeepCFR.iteration
+
+    def recording(self, state, fit_strategy=True):
+        phases.append(fit_strategy)
+        return iteration(self, state, fit_strategy=fit_strategy)
+
+    monkeypatch.setattr(DeepCFR, "iteration", recording)
     straight = train(config, run_dir=tmp_path / "straight")
+    # Iteration 4 is the last (max_iterations): its scheduled phase runs only where the stop
+    # does not fit the network again.
+    assert phases == [True, True, True, final_steps == 0]
+    last_row = read_metrics(tmp_path / "straight")[-1]
+    assert last_row["iteration"] == 4 and "loss/strategy" in last_row
     events = []
     first = train(config, run_dir=tmp_path / "stopped", max_iterations=3, progress=events.append)
     # The progress display names the fit that ends the run and its length.

@@ -294,8 +294,13 @@ class DeepCFR:
         return time.perf_counter() - t0
 
     # ----------------------------------------------------------------- phases
-    def iteration(self, state: SolverState) -> tuple[SolverState, dict[str, float]]:
+    def iteration(self, state: SolverState, fit_strategy: bool = True) -> tuple[SolverState, dict[str, float]]:
         """One Deep CFR iteration; returns the new state and its metrics (host floats).
+
+        `fit_strategy=False` skips the iteration's scheduled strategy phase, if it has one:
+        the strategy network and its optimizer state stay as they were and nothing else
+        changes (the phase draws no key of the state's stream). For a caller that replaces the
+        network right after, as a run's last strategy fit does.
 
         Metrics: `iteration`; `time/*_seconds` per phase (traversal, memory_add,
         advantage_train, strategy_train, compile: the first call's `precompile`, and the
@@ -345,7 +350,7 @@ class DeepCFR:
             timing["advantage_train"] += time.perf_counter() - t0
         strat_params, strat_opt = state.strategy_params, state.strategy_opt
         iteration = int(state.iteration) + 1
-        if iteration % self.config.optimization.strategy_train_every == 0:
+        if fit_strategy and iteration % self.config.optimization.strategy_train_every == 0:
             t0 = time.perf_counter()
             strat_params, strat_opt, fit = self._fit_strategy(keys[4], strat_params, strat_opt, strat_memory)
             metrics.update(_strategy_fit_metrics(fit))

@@ -170,6 +170,26 @@ def test_same_seed_same_parameters(solver):
     )
 
 
+def test_an_iteration_without_its_strategy_phase_changes_nothing_else(solver):
+    """fit_strategy=False (a run's last iteration before its last fit) keeps the strategy
+    network and its optimizer state, and every other part of the state and the PRNG stream
+    is the one a full iteration gives."""
+    state = solver.init(jax.random.key(SEED + 3))
+    # An iteration donates its input's buffers, so each call gets a copy of `state`.
+    full, with_fit = solver.iteration(jax.tree.map(jnp.copy, state))
+    kept, without_fit = solver.iteration(jax.tree.map(jnp.copy, state), fit_strategy=False)
+    assert "loss/strategy" in with_fit and "loss/strategy" not in without_fit
+    assert without_fit["time/strategy_train_seconds"] == 0.0
+    for field in ("strategy_params", "strategy_opt"):
+        for x, y in zip(_leaves(getattr(kept, field)), _leaves(getattr(state, field)), strict=True):
+            np.testing.assert_array_equal(x, y)
+    assert not all(np.array_equal(x, y) for x, y in zip(_leaves(full.strategy_params), _leaves(state.strategy_params)))
+    rest = [f for f in type(state)._fields if f not in ("strategy_params", "strategy_opt")]
+    for field in rest:
+        for x, y in zip(_leaves(getattr(kept, field)), _leaves(getattr(full, field)), strict=True):
+            np.testing.assert_array_equal(x, y)
+
+
 def test_strategy_weight_delay_drops_early_iterations_and_shifts_weights():
     """Samples of iterations t <= delay are not stored; later ones weigh (t - delay) ** power."""
     n = 6
